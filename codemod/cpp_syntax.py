@@ -1,0 +1,127 @@
+"""tree-sitter-cpp helpers: parse, walk, and name the definitions we match on.
+
+Templates hold `${...}` placeholders and macros; tree-sitter recovers around
+them with ERROR nodes, which is enough to find namespaces, classes and
+function definitions by structure.
+"""
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from functools import lru_cache
+
+import tree_sitter_cpp
+from tree_sitter import Language, Node, Parser
+
+
+@lru_cache(maxsize=1)
+def _parser() -> Parser:
+    return Parser(Language(tree_sitter_cpp.language()))
+
+
+# Export macros before a class name make tree-sitter misread the class as a
+# function; blanking them (same length) keeps every byte offset valid.
+_EXPORT_MACROS = re.compile(rb"\b(?:TORCH_API|C10_API|TORCH_PYTHON_API|CAFFE2_API)\b")
+
+
+@dataclass(frozen=True)
+class Source:
+    """Original bytes and the tree parsed from them; text is sliced from the original."""
+
+    data: bytes
+    root: Node
+
+    def text(self, node: Node) -> str:
+        return self.data[node.start_byte : node.end_byte].decode()
+
+    def span(self, start: int, end: int) -> str:
+        return self.data[start:end].decode()
+
+
+def parse(data: bytes) -> Source:
+    blanked = _EXPORT_MACROS.sub(lambda m: b" " * len(m.group()), data)
+    return Source(data, _parser().parse(blanked).root_node)
+
+
+def walk(node: Node) -> Iterator[Node]:
+    stack = [node]
+    while stack:
+        current = stack.pop()
+        yield current
+        stack.extend(reversed(current.children))
+
+
+def text(node: Node) -> str:
+    """Text of a node as parsed (export macros blanked): for matching, not for copying."""
+    return node.text.decode()
+
+
+def namespaces(node: Node) -> tuple[str, ...]:
+    """Enclosing namespace names, outermost first; '' for an anonymous one."""
+    names: list[str] = []
+    parent = node.parent
+    while parent is not None:
+        if parent.type == "namespace_definition":
+            name = parent.child_by_field_name("name")
+            names[:0] = text(name).split("::") if name is not None else [""]
+        parent = parent.parent
+    return tuple(names)
+
+
+def function_declarator(node: Node) -> Node | None:
+    """The function_declarator of a definition or declaration, through pointers and references."""
+    declarator = node.child_by_field_name("declarator")
+    while declarator is not None and declarator.type != "function_declarator":
+        # reference_declarator holds its inner declarator as a plain child
+        inner = declarator.child_by_field_name("declarator")
+        declarator = inner if inner is not None else (declarator.named_children or [None])[-1]
+    return declarator
+
+
+@dataclass(frozen=True)
+class MacroHead:
+    """`TORCH_IMPL_FUNC(mul_out) (...)`: a definition whose name is a macro call."""
+
+    macro: str
+    args: tuple[str, ...]
+
+
+def definition_name(node: Node) -> str | MacroHead | None:
+    """`mul`, `Tensor::mul`, or the macro head of a macro-named definition."""
+    declarator = function_declarator(node)
+    if declarator is None:
+        return None
+    inner = declarator.child_by_field_name("declarator")
+    if inner is not None and inner.type == "function_declarator":
+        macro = inner.child_by_field_name("declarator")
+        params = inner.child_by_field_name("parameters")
+        args = tuple(text(p) for p in params.named_children) if params is not None else ()
+        return MacroHead(text(macro), args)
+    return text(inner) if inner is not None else None
+
+
+def strip_default_arguments(node: Node, head: str, base: int) -> str:
+    """HEAD (source text starting at byte BASE) with every `=default` of NODE's parameters removed."""
+    declarator = function_declarator(node)
+    params = declarator.child_by_field_name("parameters") if declarator else None
+    cuts = []
+    for param in params.named_children if params else ():
+        if param.type == "optional_parameter_declaration":
+            name = param.child_by_field_name("declarator")
+            default = param.child_by_field_name("default_value")
+            cuts.append((name.end_byte - base, default.end_byte - base))
+    raw = head.encode()
+    for start, end in reversed(cuts):
+        raw = raw[:start] + raw[end:]
+    return raw.decode()
+
+
+def leading_comment(node: Node) -> str:
+    """The line comments directly above NODE (generated code puts the schema there)."""
+    comments: list[str] = []
+    sibling = node.prev_sibling
+    while sibling is not None and sibling.type == "comment" and sibling.end_point[0] >= node.start_point[0] - len(comments) - 1:
+        comments.insert(0, text(sibling))
+        sibling = sibling.prev_sibling
+    return "\n".join(comments)

@@ -1,0 +1,20 @@
+"""Errors a user can act on, each carrying the exit code the CLI returns."""
+from __future__ import annotations
+
+EXIT_OK = 0
+EXIT_VERIFICATION_FAILED = 1
+EXIT_BAD_INPUT = 2
+
+
+class CodemodError(Exception):
+    exit_code = EXIT_BAD_INPUT
+
+
+class BadInput(CodemodError):
+    """The op, the tree or a file is not what the tool can work on (exit 2)."""
+
+
+class VerificationFailed(CodemodError):
+    """The rewritten tree does not pass the codegen or the compiler (exit 1)."""
+
+    exit_code = EXIT_VERIFICATION_FAILED
