@@ -25,6 +25,8 @@ from codemod.tree import Tree
 _OPS_CALL = re.compile(r"at::_ops::(\w+)::call")
 _M_IMPL = re.compile(r'm\.impl\("([\w.]+)",\s*TORCH_FN\((\w+)\)\)')
 _NATIVE_CALL = re.compile(r"at::native::(\w+)\(")
+# Headers declaring every op; a native source may not include them (TORCH_ASSERT_ONLY_METHOD_OPERATORS).
+_ALL_OPS_HEADER = re.compile(r"<ATen/\w*Functions\.h>")
 
 
 @dataclass(frozen=True)
@@ -66,6 +68,7 @@ class Capture:
     cpu_functions: tuple[str, ...]  # at::cpu:: names that disappear
     redispatch_functions: tuple[str, ...]  # at::redispatch:: names that disappear
     native_kernels: dict[str, str]  # overload -> at::native:: name torchgen registers after the bypass
+    cpu_includes: tuple[str, ...]  # what the CPU registration includes, less the all-op headers
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), indent=1, sort_keys=True) + "\n"
@@ -77,7 +80,7 @@ class Capture:
             raw[key] = tuple(ApiFunction(**item) for item in raw[key])
         for key in ("meta_structs", "native_structs", "cpu_helpers", "cpu_scaffolding"):
             raw[key] = tuple(Snippet(**item) for item in raw[key])
-        for key in ("overloads", "cpu_functions", "redispatch_functions"):
+        for key in ("overloads", "cpu_functions", "redispatch_functions", "cpu_includes"):
             raw[key] = tuple(raw[key])
         return cls(**raw)
 
@@ -97,7 +100,7 @@ def capture(tree: Tree, op: str, before_yaml: str, after_yaml: str, overloads: t
         return Capture(
             op=op,
             overloads=overloads,
-            functions=_functions(before / "Functions.h", ops_names),
+            functions=generated_functions(before / "Functions.h", ops_names),
             methods=_methods(before / "core" / "TensorBody.h", ops_names),
             meta_structs=_structs(before / "NativeMetaFunctions.h"),
             native_structs=_structs(before / "NativeFunctions.h"),
@@ -107,6 +110,7 @@ def capture(tree: Tree, op: str, before_yaml: str, after_yaml: str, overloads: t
             cpu_functions=_names_in_namespace(register_cpu, ("at", "cpu")),
             redispatch_functions=_names_in_namespace(before / "RedispatchFunctions.h", ("at", "redispatch")),
             native_kernels=_native_kernels(_register_file(after, "CompositeImplicitAutograd")),
+            cpu_includes=_includes(register_cpu),
         )
 
 
@@ -122,13 +126,7 @@ def _source(path: Path) -> Source:
     return cpp_syntax.parse(path.read_bytes())
 
 
-def _head(src: Source, node: Node) -> tuple[str, int]:
-    """Return type and declarator of a function node, without `inline`; and its start byte."""
-    start = node.child_by_field_name("type").start_byte
-    return src.span(start, node.child_by_field_name("declarator").end_byte), start
-
-
-def _functions(path: Path, ops_names: dict[str, str]) -> tuple[ApiFunction, ...]:
+def generated_functions(path: Path, ops_names: dict[str, str]) -> tuple[ApiFunction, ...]:
     src = _source(path)
     found = []
     for node in cpp_syntax.walk(src.root):
@@ -138,7 +136,7 @@ def _functions(path: Path, ops_names: dict[str, str]) -> tuple[ApiFunction, ...]
         call = _OPS_CALL.search(text(body)) if body is not None else None
         if call is None or call.group(1) not in ops_names:
             continue
-        head, start = _head(src, node)
+        head, start = cpp_syntax.function_head(src, node)
         found.append(
             ApiFunction(
                 overload=ops_names[call.group(1)],
@@ -169,7 +167,7 @@ def _methods(path: Path, ops_names: dict[str, str]) -> tuple[ApiFunction, ...]:
             body = node.child_by_field_name("body")
             call = _OPS_CALL.search(text(body)) if body is not None else None
             if isinstance(name, str) and name.startswith("Tensor::") and call and call.group(1) in ops_names:
-                head, _ = _head(src, node)
+                head, _ = cpp_syntax.function_head(src, node)
                 definitions.append((ops_names[call.group(1)], name.removeprefix("Tensor::"), head, src.text(body)))
     methods = []
     for overload, name, head, body in definitions:
@@ -254,3 +252,12 @@ def _native_kernels(path: Path) -> dict[str, str]:
             if isinstance(name, str) and call is not None:
                 bodies[name] = call.group(1)
     return {overload: bodies[wrapper] for overload, wrapper in _registrations(path).items() if wrapper in bodies}
+
+
+def _includes(path: Path) -> tuple[str, ...]:
+    src = _source(path)
+    return tuple(
+        src.text(node).strip()
+        for node in src.root.named_children
+        if node.type == "preproc_include" and not _ALL_OPS_HEADER.search(src.text(node))
+    )

@@ -17,9 +17,10 @@ from codemod.tree import DERIVATIVES, NATIVE_FUNCTIONS, TAGS, TEMPLATES, Tree
 
 def run(tree: Tree, args: list[str], what: str) -> None:
     """Run `python ARGS` with the tree's packages first; raise with the codegen's own words."""
-    result = subprocess.run(
-        [tree.python, *args], env=tree.python_env(), cwd=tree.root, capture_output=True, text=True
-    )
+    # torchgen writes some outputs (the AOTI shims) relative to its working directory:
+    # run it in a scratch directory so that nothing lands in the tree.
+    with tempfile.TemporaryDirectory(prefix="codemod-cwd-") as cwd:
+        result = subprocess.run([tree.python, *args], env=tree.python_env(), cwd=cwd, capture_output=True, text=True)
     if result.returncode != 0:
         tail = "\n".join((result.stderr or result.stdout).strip().splitlines()[-15:])
         raise VerificationFailed(f"{what} failed (exit {result.returncode}):\n{tail}")

@@ -125,3 +125,23 @@ def leading_comment(node: Node) -> str:
         comments.insert(0, text(sibling))
         sibling = sibling.prev_sibling
     return "\n".join(comments)
+
+
+def function_head(src: Source, node: Node) -> tuple[str, int]:
+    """Return type and declarator of a function, without `inline`; and the byte it starts at."""
+    start = node.child_by_field_name("type").start_byte
+    return src.span(start, node.child_by_field_name("declarator").end_byte), start
+
+
+def parameter_names(node: Node) -> list[str]:
+    """Names of a function's parameters, in order."""
+    params = function_declarator(node).child_by_field_name("parameters")
+    names = []
+    for param in params.named_children:
+        declarator = param.child_by_field_name("declarator")
+        while declarator is not None and declarator.type != "identifier":
+            inner = declarator.child_by_field_name("declarator")
+            declarator = inner if inner is not None else (declarator.named_children or [None])[-1]
+        if declarator is not None:
+            names.append(text(declarator))
+    return names

@@ -42,9 +42,12 @@ def apply_edits(original: bytes, edits: list[Edit]) -> bytes:
 
 
 def line_starts(data: bytes) -> list[int]:
-    """Byte offset of the start of every line (0-based line index)."""
+    """Byte offset where each line starts, plus the end of the data as a last sentinel."""
     starts = [0]
-    for index, byte in enumerate(data):
-        if byte == 0x0A:
-            starts.append(index + 1)
+    position = data.find(b"\n")
+    while position != -1:
+        starts.append(position + 1)
+        position = data.find(b"\n", position + 1)
+    if starts[-1] != len(data):
+        starts.append(len(data))
     return starts

@@ -21,7 +21,7 @@ from pathlib import Path
 import libcst as cst
 from libcst.metadata import MetadataWrapper, PositionProvider
 
-from codemod.edits import Edit
+from codemod.edits import Edit, line_starts
 from codemod.errors import BadInput
 from codemod.tree import DERIVATIVES, GEN_VARIABLE_TYPE, NATIVE_FUNCTIONS, TAGS, Tree
 
@@ -165,10 +165,8 @@ def exempt_foreach_ops(tree: Tree, overloads: list[str], op: str | None = None) 
         return []
     positions = wrapper.resolve(PositionProvider)
 
-    lines_of = text.splitlines(keepends=True)
-    line_bytes = [0]
-    for line in lines_of:
-        line_bytes.append(line_bytes[-1] + len(line.encode()))
+    lines_of = text.split("\n")  # libcst numbers lines by "\n"; str.splitlines splits more
+    line_bytes = line_starts(data)
 
     def offset(line: int, column: int) -> int:  # libcst counts characters, edits bytes
         return line_bytes[line - 1] + len(lines_of[line - 1][:column].encode())
@@ -177,7 +175,8 @@ def exempt_foreach_ops(tree: Tree, overloads: list[str], op: str | None = None) 
     why = (f"exempt {', '.join('.'.join(k) if k[1] else k[0] for k in missing)} in "
            f"{EXEMPT_SET}: their reused derivatives.yaml formula was removed")
     rendered = [f"({json.dumps(name)}, {json.dumps(overload)})" for name, overload in missing]
-    brace = positions[node.rbrace].start
+    brace = positions[node.rbrace].end  # its start includes the whitespace before `}`
+    brace = type(brace)(brace.line, brace.column - 1)
     brace_line = lines_of[brace.line - 1]
     edits = []
     if node.elements and not brace_line[: brace.column].strip():

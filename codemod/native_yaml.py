@@ -124,17 +124,27 @@ class NativeYaml:
 
 
 def load(rel_path: str, text: str) -> NativeYaml:
+    validate(rel_path, text)
+    lines = split_lines(text)
+    return NativeYaml(rel_path, text, lines, tuple(split_entries(rel_path, lines, _FUNC_LINE)))
+
+
+def split_lines(text: str) -> tuple[str, ...]:
+    """Lines ending in \\n only, as byte offsets count them (str.splitlines knows more breaks)."""
+    return tuple(re.findall(r"[^\n]*\n|[^\n]+$", text))
+
+
+def validate(rel_path: str, text: str) -> None:
+    """Parse with the C loader torchgen uses; a syntax error names file:line."""
     try:
         yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
     except yaml.YAMLError as error:
         mark = getattr(error, "problem_mark", None)
         where = f"{rel_path}:{mark.line + 1}" if mark else rel_path
         raise BadInput(f"{where}: malformed YAML: {getattr(error, 'problem', error)}; fix the file and run again")
-    lines = tuple(text.splitlines(keepends=True))
-    return NativeYaml(rel_path, text, lines, tuple(_split_entries(rel_path, lines, _FUNC_LINE)))
 
 
-def _split_entries(rel_path: str, lines: tuple[str, ...], head: re.Pattern[str]) -> list[Entry]:
+def split_entries(rel_path: str, lines: tuple[str, ...], head: re.Pattern[str]) -> list[Entry]:
     starts = [i for i, line in enumerate(lines) if line.startswith("- ")]
     entries = []
     for index, first in enumerate(starts):

@@ -1,0 +1,132 @@
+"""Apply a plan all at once and journal it inside the tree, so `revert` works later.
+
+The journal (`.codemod/<op>.json`) holds each touched file's original bytes and
+the hash of what the bypass wrote; it is written and synced before any file
+is replaced, and revert restores the originals only where the file is still
+what the bypass left.
+"""
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from codemod.errors import BadInput, VerificationFailed
+from codemod.plan import Plan
+from codemod.tree import Tree
+
+JOURNAL_DIR = ".codemod"
+FORMAT = "codemod-journal/1"
+
+
+@dataclass(frozen=True)
+class JournalFile:
+    path: str
+    before: bytes
+    after_sha256: str
+
+
+@dataclass(frozen=True)
+class Journal:
+    op: str
+    overloads: tuple[str, ...]
+    files: tuple[JournalFile, ...]
+
+    def to_json(self) -> str:
+        return json.dumps(
+            {
+                "format": FORMAT,
+                "op": self.op,
+                "overloads": list(self.overloads),
+                "files": [
+                    {"path": f.path, "before": base64.b64encode(f.before).decode(), "after_sha256": f.after_sha256}
+                    for f in self.files
+                ],
+            },
+            indent=1,
+        )
+
+    @classmethod
+    def from_json(cls, where: Path, data: str) -> Journal:
+        try:
+            raw = json.loads(data)
+            if raw.get("format") != FORMAT:
+                raise BadInput(f"{where}: journal format {raw.get('format')!r}, this codemod reads {FORMAT!r}")
+            files = tuple(
+                JournalFile(f["path"], base64.b64decode(f["before"], validate=True), f["after_sha256"]) for f in raw["files"]
+            )
+            return cls(raw["op"], tuple(raw["overloads"]), files)
+        except (ValueError, KeyError, TypeError) as error:
+            raise BadInput(f"{where}: corrupt journal ({error}); restore the files from version control")
+
+
+def journal_path(tree: Tree, op: str) -> Path:
+    return tree.root / JOURNAL_DIR / f"{op}.json"
+
+
+def load(tree: Tree, op: str) -> Journal | None:
+    path = journal_path(tree, op)
+    return Journal.from_json(path, path.read_text()) if path.exists() else None
+
+
+def sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def apply(tree: Tree, plan: Plan) -> Journal:
+    changes = [c for c in plan.changes if c.before != c.after]
+    journal = Journal(plan.op, plan.overloads, tuple(JournalFile(c.path, c.before, sha256(c.after)) for c in changes))
+    _write_all(tree, [(journal_path(tree, plan.op), journal.to_json().encode())], [(tree.path(c.path), c.after) for c in changes])
+    return journal
+
+
+def revert(tree: Tree, op: str) -> Journal:
+    journal = load(tree, op)
+    if journal is None:
+        raise BadInput(f"op {op!r} is not bypassed in {tree.root} (no {JOURNAL_DIR}/{op}.json); nothing to revert")
+    changed = [f.path for f in journal.files if sha256(tree.path(f.path).read_bytes()) != f.after_sha256]
+    if changed:
+        raise VerificationFailed(
+            f"files changed since `codemod bypass {op}`: {', '.join(changed)}; "
+            "revert them to the bypassed state (or commit your work elsewhere) and run revert again"
+        )
+    _write_all(tree, [], [(tree.path(f.path), f.before) for f in journal.files])
+    path = journal_path(tree, op)
+    path.unlink()
+    if not any(path.parent.iterdir()):
+        path.parent.rmdir()
+    return journal
+
+
+def _write_all(tree: Tree, first: list[tuple[Path, bytes]], files: list[tuple[Path, bytes]]) -> None:
+    """Stage everything beside its target, sync, write FIRST (the journal), then rename the rest."""
+    staged: list[tuple[Path, Path]] = []
+    try:
+        for target, data in [*first, *files]:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            temporary = target.with_name(f".{target.name}.codemod-tmp")
+            with open(temporary, "wb") as handle:
+                handle.write(data)
+                handle.flush()
+                os.fsync(handle.fileno())
+            if target.exists():
+                os.chmod(temporary, target.stat().st_mode & 0o7777)
+            staged.append((temporary, target))
+    except OSError as error:
+        for temporary, _ in staged:
+            temporary.unlink(missing_ok=True)
+        raise BadInput(f"cannot write into {tree.root}: {error}; nothing was changed")
+    for temporary, target in staged:
+        os.replace(temporary, target)
+        _sync_dir(target.parent)
+
+
+def _sync_dir(directory: Path) -> None:
+    descriptor = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(descriptor)
+    finally:
+        os.close(descriptor)

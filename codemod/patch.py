@@ -1,0 +1,36 @@
+"""Render a plan as one unified diff that `git apply` (and `patch -p1`) accept."""
+from __future__ import annotations
+
+import difflib
+
+from codemod.plan import FileChange
+
+_NO_NEWLINE = "\\ No newline at end of file\n"
+
+
+def render(changes: tuple[FileChange, ...]) -> str:
+    return "".join(_file_diff(change) for change in changes if change.before != change.after)
+
+
+def _file_diff(change: FileChange) -> str:
+    old = change.before.decode().splitlines(keepends=True)
+    new = change.after.decode().splitlines(keepends=True)
+    lines = difflib.unified_diff(old, new, f"a/{change.path}", f"b/{change.path}", n=3)
+    out = [f"diff --git a/{change.path} b/{change.path}\n"]
+    for line in lines:
+        out.append(line if line.endswith("\n") else line + "\n" + _NO_NEWLINE)
+    return "".join(out)
+
+
+def stat(changes: tuple[FileChange, ...]) -> list[tuple[str, int, int]]:
+    """(path, lines added, lines removed) per changed file."""
+    rows = []
+    for change in changes:
+        added = removed = 0
+        for line in _file_diff(change).splitlines():
+            if line.startswith("+") and not line.startswith("+++"):
+                added += 1
+            elif line.startswith("-") and not line.startswith("---"):
+                removed += 1
+        rows.append((change.path, added, removed))
+    return rows

@@ -1,0 +1,117 @@
+"""Plan a bypass: locate, capture, and collect every file's edits. Writes nothing."""
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+
+from codemod import capture as capture_step
+from codemod import foreach, native_yaml, plan_callers, plan_cpp, plan_yaml
+from codemod.capture import Capture
+from codemod.edits import Edit, apply_edits
+from codemod.native_yaml import OpGroup
+from codemod.plan_callers import Leftover
+from codemod.tree import DERIVATIVES, NATIVE_FUNCTIONS, Tree
+
+
+@dataclass(frozen=True)
+class FileChange:
+    path: str
+    before: bytes
+    after: bytes
+    edits: tuple[Edit, ...]
+
+
+@dataclass(frozen=True)
+class Plan:
+    op: str
+    overloads: tuple[str, ...]
+    changes: tuple[FileChange, ...]
+    removed_formulas: tuple[str, ...]
+    foreach_ops: tuple[str, ...]  # foreach ops that lose autograd with the formulas
+    leftovers: tuple[Leftover, ...]
+    losses: tuple[str, ...]
+    capture: Capture
+
+
+def make_plan(tree: Tree, op: str) -> Plan:
+    doc = native_yaml.load(NATIVE_FUNCTIONS, tree.path(NATIVE_FUNCTIONS).read_text())
+    groups = native_yaml.op_groups(doc, op)
+    overloads = tuple(name for group in groups for name in group.names)
+    yaml_edits = plan_yaml.native_functions_edits(doc, groups)
+    captured = capture_step.capture(
+        tree, op, capture_step.group_yaml(doc, groups), _groups_after(doc, groups, yaml_edits), overloads
+    )
+
+    derivatives = tree.path(DERIVATIVES).read_text()
+    formula_edits, removed = plan_yaml.derivatives_edits(derivatives, overloads)
+    foreach_ops, foreach_edits = _foreach_cascade(tree, op, apply_edits(derivatives.encode(), formula_edits).decode())
+    caller_edits, leftovers = plan_callers.caller_edits(tree, captured)
+    edits = [
+        *yaml_edits,
+        *formula_edits,
+        *foreach_edits,
+        *plan_cpp.template_edits(tree, captured),
+        *plan_cpp.native_source_edits(tree, captured),
+        *caller_edits,
+    ]
+    return Plan(
+        op=op,
+        overloads=overloads,
+        changes=_changes(tree, edits),
+        removed_formulas=tuple(removed),
+        foreach_ops=tuple(foreach_ops),
+        leftovers=tuple(leftovers),
+        losses=_losses(groups, removed, foreach_ops),
+        capture=captured,
+    )
+
+
+def _groups_after(doc: native_yaml.NativeYaml, groups: list[OpGroup], edits: list[Edit]) -> str:
+    """The groups' entries as the bypass leaves them, for the second capture run."""
+    texts = []
+    for group in groups:
+        for member in group.members:
+            start = len("".join(doc.lines[: member.entry.first_line]).encode())
+            entry = doc.entry_text(member.entry).encode()
+            own = [Edit(e.path, e.start - start, e.end - start, e.text, e.why) for e in edits if start <= e.start < start + len(entry)]
+            texts.append(apply_edits(entry, own).decode())
+    return "\n".join(texts)
+
+
+def _foreach_cascade(tree: Tree, op: str, edited_derivatives: str) -> tuple[list[str], list[Edit]]:
+    """Foreach ops that reuse a removed formula, and the autograd codegen edit that exempts them."""
+    ops = foreach.foreach_ops_losing_autograd(tree, edited_derivatives)
+    return ops, (foreach.exempt_foreach_ops(tree, ops, op) if ops else [])
+
+
+def _changes(tree: Tree, edits: list[Edit]) -> tuple[FileChange, ...]:
+    by_path: dict[str, list[Edit]] = defaultdict(list)
+    for edit in edits:
+        by_path[edit.path].append(edit)
+    changes = []
+    for path in sorted(by_path):
+        before = tree.path(path).read_bytes()
+        changes.append(FileChange(path, before, apply_edits(before, by_path[path]), tuple(by_path[path])))
+    return tuple(changes)
+
+
+def _losses(groups: list[OpGroup], removed: list[str], foreach_ops: list[str]) -> tuple[str, ...]:
+    kernels: dict[str, set[str]] = defaultdict(set)
+    for group in groups:
+        for member in group.members:
+            for keys in (member.values.get("dispatch") or {}):
+                for key in str(keys).split(","):
+                    kernels[key.strip()].add(member.name)
+    losses = [
+        f"{key} kernel of {', '.join(sorted(names))} is no longer registered"
+        for key, names in sorted(kernels.items())
+        if key != "CPU"
+    ]
+    losses.append("Meta kernels of the structured group are no longer registered (no shape inference on meta tensors)")
+    if removed:
+        losses.append(f"autograd: the formula of {', '.join(removed)} is removed; results carry no grad_fn")
+    if foreach_ops:
+        losses.append(f"autograd of {', '.join(foreach_ops)}, which reused that formula")
+    losses.append("profiler: at:: calls no longer pass through the dispatcher, so RecordFunction does not see them")
+    losses.append("the hand-written API runs the CPU kernel whatever the tensors' device")
+    return tuple(losses)

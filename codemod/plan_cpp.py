@@ -1,0 +1,220 @@
+"""C++ edits: write by hand what torchgen generated for the op before the bypass.
+
+- Functions.h / Functions.cpp: `at::mul`, `at::mul_out`, `at::mul_outf`;
+- TensorBody.h / TensorMethods.cpp: `Tensor::mul`, `Tensor::mul_`;
+- the native source holding `TORCH_IMPL_FUNC(mul_out)`: the meta and native
+  structs, the CPU structured classes and `at::native::mul`, `mul_`, `mul_out`.
+Each function API body calls the kernel where the generated one called the
+dispatcher. Each inserted block is fenced by markers naming the op.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from tree_sitter import Node
+
+from codemod import cpp_syntax
+from codemod.capture import ApiFunction, Capture
+from codemod.cpp_syntax import MacroHead, Source
+from codemod.edits import Edit
+from codemod.errors import BadInput
+from codemod.tree import NATIVE_SOURCES, TEMPLATES, Tree
+
+FUNCTIONS_H = f"{TEMPLATES}/Functions.h"
+FUNCTIONS_CPP = f"{TEMPLATES}/Functions.cpp"
+TENSOR_BODY_H = f"{TEMPLATES}/TensorBody.h"
+TENSOR_METHODS_CPP = f"{TEMPLATES}/TensorMethods.cpp"
+NATIVE_FUNCTIONS_INCLUDE = "#include <ATen/NativeFunctions.h>"
+
+_FUNCTION_PLACEHOLDERS = ("${Functions_declarations}", "${function_definitions}")
+_METHOD_PLACEHOLDERS = ("${tensor_method_declarations}",)
+_META_MACROS = ("TORCH_META_FUNC", "TORCH_META_FUNC2", "TORCH_PRECOMPUTE_META_FUNC", "TORCH_PRECOMPUTE_META_FUNC2")
+
+
+def marker_begin(op: str, what: str) -> str:
+    return f"// @codemod-bypass {op} begin: {what}"
+
+
+def marker_end(op: str) -> str:
+    return f"// @codemod-bypass {op} end"
+
+
+def block(op: str, what: str, body: str, indent: str = "") -> str:
+    return f"{indent}{marker_begin(op, what)}\n{body}\n{indent}{marker_end(op)}\n"
+
+
+def namespace_name(op: str) -> str:
+    """Where the carried-over CPU scaffolding lives, so two bypassed ops never collide."""
+    return f"codemod_bypass_{op}"
+
+
+@dataclass(frozen=True)
+class SourceFile:
+    rel: str
+    src: Source
+
+    @classmethod
+    def read(cls, tree: Tree, rel: str) -> SourceFile:
+        return cls(rel, cpp_syntax.parse(tree.path(rel).read_bytes()))
+
+    def line_start(self, offset: int) -> int:
+        return self.src.data.rfind(b"\n", 0, offset) + 1
+
+    def line_end(self, offset: int) -> int:
+        end = self.src.data.find(b"\n", offset)
+        return len(self.src.data) if end == -1 else end + 1
+
+    def edit(self, at: int, text: str, why: str) -> Edit:
+        return Edit(self.rel, at, at, text, why)
+
+
+def template_edits(tree: Tree, capture: Capture) -> list[Edit]:
+    op = capture.op
+    kernels = capture.native_kernels
+    origin = "torchgen generated it before the bypass"
+    functions_h = SourceFile.read(tree, FUNCTIONS_H)
+    tensor_body = SourceFile.read(tree, TENSOR_BODY_H)
+    method_at, method_indent = _after_placeholder(tensor_body, _METHOD_PLACEHOLDERS)
+    return [
+        functions_h.edit(
+            _after_placeholder(functions_h, _FUNCTION_PLACEHOLDERS)[0],
+            block(op, f"function API written by hand ({origin})", "\n".join(f"TORCH_API {f.declaration};" for f in capture.functions)),
+            f"declare {', '.join('at::' + f.name for f in capture.functions)}",
+        ),
+        tensor_body.edit(
+            method_at,
+            block(op, f"method API written by hand ({origin})", "\n".join(f"{method_indent}{m.declaration};" for m in capture.methods), method_indent),
+            f"declare {', '.join('Tensor::' + m.name for m in capture.methods)}",
+        ),
+        *_definitions(tree, FUNCTIONS_CPP, op, capture.functions, kernels, "at::"),
+        *_definitions(tree, TENSOR_METHODS_CPP, op, capture.methods, kernels, "Tensor::"),
+    ]
+
+
+def _after_placeholder(source: SourceFile, placeholders: tuple[str, ...]) -> tuple[int, str]:
+    """Start of the line after the codegen placeholder, and the placeholder's indentation."""
+    for placeholder in placeholders:
+        offset = source.src.data.find(placeholder.encode())
+        if offset == -1:
+            continue
+        node = source.src.root.descendant_for_byte_range(offset, offset)
+        if cpp_syntax.namespaces(node)[:1] != ("at",):
+            raise BadInput(f"{source.rel}: {placeholder} is not inside `namespace at`; the tool does not know where to declare the op")
+        start = source.line_start(offset)
+        return source.line_end(offset), source.src.span(start, offset)
+    raise BadInput(f"{source.rel}: none of {', '.join(placeholders)} found; is this a torchgen template?")
+
+
+def _definitions(tree: Tree, rel: str, op: str, apis: tuple[ApiFunction, ...], kernels: dict[str, str], prefix: str) -> list[Edit]:
+    source = SourceFile.read(tree, rel)
+    body = "\n\n".join(api.definition_calling(kernels[api.overload]) for api in apis)
+    return [
+        source.edit(_after_last_include(source), f"{NATIVE_FUNCTIONS_INCLUDE} // @codemod-bypass {op}\n", "include the native kernels' declarations"),
+        source.edit(
+            _end_of_namespace_at(source),
+            "\n" + block(op, "calls the CPU kernel directly, no dispatcher", body),
+            f"define {', '.join(prefix + api.name for api in apis)} calling at::native",
+        ),
+    ]
+
+
+def _after_last_include(source: SourceFile) -> int:
+    includes = [n for n in source.src.root.named_children if n.type == "preproc_include"]
+    return source.line_end(includes[-1].end_byte - 1) if includes else 0
+
+
+def _end_of_namespace_at(source: SourceFile) -> int:
+    spaces = [
+        n for n in source.src.root.named_children
+        if n.type == "namespace_definition" and cpp_syntax.text(n.child_by_field_name("name") or n) == "at"
+    ]
+    if not spaces:
+        raise BadInput(f"{source.rel}: no top-level `namespace at {{ ... }}` to add the op's definitions to")
+    closing = spaces[-1].child_by_field_name("body").end_byte - 1
+    return source.line_start(closing)
+
+
+def native_source_edits(tree: Tree, capture: Capture) -> list[Edit]:
+    """Structs before the macro-named meta/impl definitions; scaffolding after the last impl."""
+    op = capture.op
+    meta = {s.name: s for s in capture.meta_structs}
+    native = {s.name: s for s in capture.native_structs}
+    wanted = set(meta) | set(native)
+    found = _find_structured_definitions(tree, op, wanted)
+    missing = wanted - found.keys()
+    if missing:
+        raise BadInput(
+            f"no definition of {', '.join(sorted(missing))} (TORCH_META_FUNC/TORCH_IMPL_FUNC) under {NATIVE_SOURCES}; "
+            f"the structured kernel source of {op!r} is needed to bypass it"
+        )
+    impl_files = {found[name][0].rel for name in native}
+    if len(impl_files) != 1:
+        raise BadInput(f"the kernels of {op!r} are defined in several files ({', '.join(sorted(impl_files))}); the tool handles one")
+    edits = []
+    for name, (source, node) in sorted(found.items(), key=lambda item: item[1][1].start_byte):
+        snippet = (meta | native)[name]
+        where = "meta" if name in meta else "native"
+        edits.append(
+            source.edit(
+                source.line_start(node.start_byte),
+                block(op, f"{where} struct written by hand (was {snippet.source})", snippet.text) + "\n",
+                f"define the {where} struct {name}",
+            )
+        )
+    source, last_impl = max((found[name] for name in native), key=lambda item: item[1].end_byte)
+    edits.append(source.edit(source.line_end(last_impl.end_byte - 1), "\n" + _scaffolding(capture), "add the CPU structured wrappers and at::native kernels"))
+    includes = [i for i in capture.cpu_includes if i.encode() not in source.src.data]
+    if includes:
+        edits.append(
+            source.edit(
+                _after_last_include(source),
+                block(op, "headers the CPU wrappers need", "\n".join(includes)),
+                "include what the CPU wrappers need",
+            )
+        )
+    return edits
+
+
+def _find_structured_definitions(tree: Tree, op: str, struct_names: set[str]) -> dict[str, tuple[SourceFile, Node]]:
+    quick = re.compile(rf"FUNC2?\s*\(\s*{re.escape(op)}")  # parse only files that may hold them
+    found: dict[str, tuple[SourceFile, Node]] = {}
+    for path in sorted(tree.path(NATIVE_SOURCES).rglob("*.cpp")):
+        if not quick.search(path.read_text(errors="replace")):
+            continue
+        source = SourceFile.read(tree, tree.rel(path))
+        for node in cpp_syntax.walk(source.src.root):
+            if node.type != "function_definition":
+                continue
+            head = cpp_syntax.definition_name(node)
+            if isinstance(head, MacroHead) and (head.macro in _META_MACROS or head.macro == "TORCH_IMPL_FUNC"):
+                name = "structured_" + "_".join(arg.strip() for arg in head.args)
+                if name in struct_names:
+                    found[name] = (source, node)
+    return found
+
+
+def _scaffolding(capture: Capture) -> str:
+    op = capture.op
+    namespace = namespace_name(op)
+    carried = "\n\n".join(s.text for s in (*capture.cpu_helpers, *capture.cpu_scaffolding))
+    forwards = "\n\n".join(
+        _forward(namespace, wrapper, capture.native_kernels[overload], capture)
+        for overload, wrapper in capture.cpu_wrappers.items()
+    )
+    body = (
+        f"namespace {{\nnamespace {namespace} {{\n{carried}\n}} // namespace {namespace}\n}} // namespace\n\n{forwards}"
+    )
+    return block(op, "CPU structured wrappers written by hand (were RegisterCPU.cpp); the native API calls them", body)
+
+
+def _forward(namespace: str, wrapper: str, native_name: str, capture: Capture) -> str:
+    snippet = next(s for s in capture.cpu_scaffolding if s.name == wrapper)
+    src = cpp_syntax.parse(snippet.text.encode())
+    node = next(n for n in src.root.named_children if n.type == "function_definition")
+    head, start = cpp_syntax.function_head(src, node)
+    name = cpp_syntax.function_declarator(node).child_by_field_name("declarator")
+    head = head[: name.start_byte - start] + native_name + head[name.end_byte - start :]
+    args = ", ".join(cpp_syntax.parameter_names(node))
+    return f"{head} {{\n    return {namespace}::{wrapper}({args});\n}}"

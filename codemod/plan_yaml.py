@@ -1,0 +1,76 @@
+"""YAML edits: the op's entries become `manual_cpp_binding`; its formulas go.
+
+Edits are whole-line spans found by the locator; the result is re-parsed and
+compared entry by entry, so a diff that touched anything but the op's entries
+cannot leave the planner.
+"""
+from __future__ import annotations
+
+import re
+
+import yaml
+
+from codemod.edits import Edit, apply_edits, line_starts
+from codemod.errors import BadInput
+from codemod.native_yaml import STRUCTURED_KEYS, NativeYaml, OpGroup, ParsedEntry, split_entries, split_lines, validate
+from codemod.tree import DERIVATIVES
+
+MANUAL_KEY = "manual_cpp_binding"
+_NAME_LINE = re.compile(r"^- name:\s*(?P<name>[A-Za-z0-9_]+(?:\.[A-Za-z0-9_]+)?)\s*\(")
+
+
+def native_functions_edits(doc: NativeYaml, groups: list[OpGroup]) -> list[Edit]:
+    starts = line_starts(doc.text.encode())
+    edits = []
+    for group in groups:
+        for member in group.members:
+            edits.extend(_make_manual(doc, member, starts))
+    _check_only_members_changed(doc, groups, edits)
+    return edits
+
+
+def _make_manual(doc: NativeYaml, member: ParsedEntry, starts: list[int]) -> list[Edit]:
+    spans = sorted((member.keys[k] for k in STRUCTURED_KEYS if k in member.keys), key=lambda s: s.first_line)
+    first_line = doc.lines[spans[0].first_line]
+    indent = first_line[: len(first_line) - len(first_line.lstrip(" "))]
+    edits = []
+    for index, span in enumerate(spans):
+        replacement = f"{indent}{MANUAL_KEY}: True\n" if index == 0 else ""
+        removed = ", ".join(k for k in STRUCTURED_KEYS if k in member.keys)
+        why = f"{member.name}: drop {removed}; add {MANUAL_KEY}" if index == 0 else f"{member.name}: drop {span.key}"
+        edits.append(Edit(doc.rel_path, starts[span.first_line], starts[span.end_line], replacement, why))
+    return edits
+
+
+def _check_only_members_changed(doc: NativeYaml, groups: list[OpGroup], edits: list[Edit]) -> None:
+    """Every entry but the members parses to the same value; each member loses exactly its structured keys."""
+    before = yaml.load(doc.text, Loader=yaml.CSafeLoader)
+    after_text = apply_edits(doc.text.encode(), edits).decode()
+    validate(doc.rel_path, after_text)
+    after = yaml.load(after_text, Loader=yaml.CSafeLoader)
+    members = {m.name for g in groups for m in g.members}
+    expected = []
+    for entry in before:
+        if entry["func"].split("(")[0] in members:
+            entry = {k: v for k, v in entry.items() if k not in STRUCTURED_KEYS}
+            entry[MANUAL_KEY] = True
+        expected.append(entry)
+    if expected != after:
+        raise BadInput(f"{doc.rel_path}: the planned edit would change more than the entries {sorted(members)}; please report this with the file")
+
+
+def derivatives_edits(text: str, overloads: tuple[str, ...]) -> tuple[list[Edit], list[str]]:
+    """Remove the formula entries of these overloads; return the edits and the names removed."""
+    validate(DERIVATIVES, text)
+    lines = split_lines(text)
+    starts = line_starts(text.encode())
+    edits, removed = [], []
+    for entry in split_entries(DERIVATIVES, lines, _NAME_LINE):
+        if entry.name not in overloads:
+            continue
+        end = entry.end_line
+        while end < len(lines) and not lines[end].strip():
+            end += 1  # the blank lines after it, not the comment that heads the next entry
+        edits.append(Edit(DERIVATIVES, starts[entry.first_line], starts[end], "", f"remove the formula of {entry.name}"))
+        removed.append(entry.name)
+    return edits, removed

@@ -1,0 +1,171 @@
+"""The derivatives.yaml cascade, checked against the real torch 2.13.0 autograd codegen.
+
+One tree is built from the installed wheel for the module; the codegen runs on
+copies of its inputs, so the tests do not depend on each other's order.
+"""
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from codemod.edits import apply_edits
+from codemod.errors import BadInput
+from codemod.foreach import exempt_foreach_ops, foreach_autograd_losses
+from codemod.fromtorch import write_tree_from_torch
+from codemod.tree import DERIVATIVES, GEN_VARIABLE_TYPE, NATIVE_FUNCTIONS, TAGS, locate
+
+MUL_GROUP = ("mul.Tensor", "mul_.Tensor", "mul.out")
+# Measured with the torch 2.13.0 derivatives.yaml; derived by the analysis, not listed in it.
+MUL_LOSSES = {
+    "_foreach_mul.List": False,
+    "_foreach_mul.Tensor": False,
+    "_foreach_mul_.List": True,
+    "_foreach_mul_.Tensor": True,
+}
+
+
+def entry_span(lines: list[str], prefix: str, name: str) -> tuple[int, int]:
+    """Line span of the yaml list entry `<prefix><name>(...`, up to the next entry."""
+    start = next(i for i, line in enumerate(lines) if line.startswith(f"{prefix}{name}("))
+    end = start + 1
+    while end < len(lines) and not lines[end].startswith("- "):
+        end += 1
+    return start, end
+
+
+def without_formula(derivatives: str, name: str) -> str:
+    lines = derivatives.splitlines(keepends=True)
+    start, end = entry_span(lines, "- name: ", name)
+    return "".join(lines[:start] + lines[end:])
+
+
+def made_manual(native: str, names: tuple[str, ...]) -> str:
+    """Drop structured/delegate/dispatch lines of the entries, mark them manual_cpp_binding."""
+    lines = native.splitlines(keepends=True)
+    for name in names:
+        start, end = entry_span(lines, "- func: ", name)
+        kept, in_dispatch = [lines[start]], False
+        for line in lines[start + 1 : end]:
+            if line.startswith("  dispatch:"):
+                in_dispatch = True
+                continue
+            if in_dispatch and line.startswith("    "):
+                continue
+            in_dispatch = False
+            if not re.match(r"  (structured|structured_inherits|structured_delegate):", line):
+                kept.append(line)
+        kept.insert(1, "  manual_cpp_binding: True\n")
+        lines[start:end] = kept
+    return "".join(lines)
+
+
+@pytest.fixture(scope="module")
+def tree(tmp_path_factory):
+    sources = tmp_path_factory.mktemp("native_sources")
+    (sources / "aten/src/ATen/native").mkdir(parents=True)
+    (sources / "aten/src/ATen/native/BinaryOps.cpp").write_text("// placeholder\n")
+    root = tmp_path_factory.mktemp("torch_tree") / "tree"
+    write_tree_from_torch(root, sources)
+    return locate(root)
+
+
+@pytest.fixture(scope="module")
+def mul_losses(tree):
+    edited = without_formula(tree.path(DERIVATIVES).read_text(), "mul.Tensor")
+    return edited, foreach_autograd_losses(tree, edited)
+
+
+def native_overloads(tree) -> set[str]:
+    text = tree.path(NATIVE_FUNCTIONS).read_text()
+    return set(re.findall(r"^- func: ([\w.]+)\(", text, flags=re.M))
+
+
+def run_autograd_codegen(tree, work: Path, derivatives: str, gen_variable_type: bytes):
+    """The tree's own `python -m tools.autograd.gen_autograd` on edited copies of its inputs."""
+    copy = work / "tree"
+    shutil.copytree(tree.root / "tools", copy / "tools")
+    shutil.copytree(tree.root / "torchgen", copy / "torchgen")
+    (copy / DERIVATIVES).write_text(derivatives)
+    (copy / GEN_VARIABLE_TYPE).write_bytes(gen_variable_type)
+    native = work / "native_functions.yaml"
+    native.write_text(made_manual(tree.path(NATIVE_FUNCTIONS).read_text(), MUL_GROUP))
+    command = [tree.python, "-m", "tools.autograd.gen_autograd", str(native),
+               str(tree.path(TAGS)), str(work / "out"), str(copy / "tools/autograd")]
+    return subprocess.run(command, cwd=copy, env=locate_env(copy), capture_output=True, text=True)
+
+
+def locate_env(root: Path) -> dict[str, str]:
+    return {**os.environ, "PYTHONPATH": str(root)}
+
+
+def test_tree_from_torch_has_checkout_layout(tree):
+    assert tree.has_own_torchgen and tree.has_own_autograd
+    assert (tree.root / "aten/src/ATen/native/BinaryOps.cpp").is_file()
+    assert not (tree.root / "torchgen/packaged").exists()
+    assert not list(tree.root.rglob("__pycache__"))
+    with pytest.raises(BadInput, match="not an empty directory"):
+        write_tree_from_torch(tree.root, tree.root)
+
+
+def test_analysis_finds_the_foreach_ops_reusing_mul(tree, mul_losses):
+    _, losses = mul_losses
+    assert {loss.overload: loss.inplace for loss in losses} == MUL_LOSSES
+    overloads = native_overloads(tree)
+    for loss in losses:
+        assert loss.overload in overloads
+        assert loss.overload.split(".")[0] in ("_foreach_mul", "_foreach_mul_")
+        assert loss.references == ("mul.Tensor",)
+        assert "mul.Tensor" in loss.why
+
+
+def test_exemption_lets_the_autograd_codegen_run(tree, mul_losses, tmp_path):
+    edited, losses = mul_losses
+    edits = exempt_foreach_ops(tree, [loss.overload for loss in losses], op="mul")
+    original = tree.path(GEN_VARIABLE_TYPE).read_bytes()
+    patched = apply_edits(original, edits)
+
+    # Only whole lines are added, inside the set, in its format.
+    assert all(edit.is_insertion for edit in edits)
+    old_lines, new_lines = original.decode().splitlines(), patched.decode().splitlines()
+    added = [line for line in new_lines if line not in old_lines]
+    assert added == [
+        "    # Added by `codemod bypass mul`: the formula they reused was removed.",
+        '    ("_foreach_mul", "List"),',
+        '    ("_foreach_mul", "Tensor"),',
+    ]
+    assert [line for line in new_lines if line not in added] == old_lines
+
+    # Idempotent: on the patched file there is nothing left to add.
+    patched_tree = tmp_path / "again"
+    shutil.copytree(tree.root / "tools", patched_tree / "tools")
+    (patched_tree / GEN_VARIABLE_TYPE).write_bytes(patched)
+    again = locate_like(tree, patched_tree)
+    assert exempt_foreach_ops(again, [loss.overload for loss in losses], op="mul") == []
+
+    result = run_autograd_codegen(tree, tmp_path / "run", edited, patched)
+    assert result.returncode == 0, result.stderr[-2000:]
+
+
+def test_without_exemption_the_autograd_codegen_fails(tree, mul_losses, tmp_path):
+    edited, _ = mul_losses
+    original = tree.path(GEN_VARIABLE_TYPE).read_bytes()
+    result = run_autograd_codegen(tree, tmp_path / "run", edited, original)
+    assert result.returncode != 0
+    assert "_foreach_mul.List should have a differentiability info" in result.stderr
+
+
+def test_slim_tree_without_autograd_codegen_is_refused(tree, tmp_path):
+    slim = locate_like(tree, tmp_path)  # no tools/autograd/gen_variable_type.py there
+    with pytest.raises(BadInput, match="cannot exempt"):
+        exempt_foreach_ops(slim, ["_foreach_mul_.List"])
+    assert exempt_foreach_ops(slim, []) == []
+
+
+def locate_like(tree, root: Path):
+    """A Tree value at another root (only the gen_variable_type.py path is read)."""
+    return type(tree)(root=root, has_own_torchgen=False, has_own_autograd=False)
