@@ -1,0 +1,3 @@
+from codemod.cli import main
+
+main()

@@ -1,0 +1,116 @@
+"""The main job on our target_tree/, end to end through the CLI, with the real torchgen."""
+from __future__ import annotations
+
+import difflib
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from codemod import native_yaml
+from codemod.capture import Capture
+from codemod.plan import make_plan
+from codemod.tree import DERIVATIVES, NATIVE_FUNCTIONS, locate
+from tests.conftest import FIXTURES, run_codemod, snapshot
+
+OPS = ["mul", "sub", "div"]
+
+
+def changed_lines(before: str, after: str) -> set[int]:
+    """0-based lines of BEFORE that the edit replaced or deleted, and where it inserted."""
+    lines = set()
+    matcher = difflib.SequenceMatcher(a=before.splitlines(), b=after.splitlines(), autojunk=False)
+    for tag, i1, i2, _, _ in matcher.get_opcodes():
+        if tag != "equal":
+            lines.update(range(i1, max(i2, i1 + 1)))
+    return lines
+
+
+@pytest.mark.parametrize("op", OPS)
+def test_dry_run_writes_nothing_and_its_patch_applies(tree: Path, op: str) -> None:
+    before = snapshot(tree)
+    result = run_codemod("bypass", op, "--tree", str(tree), "--dry-run")
+    assert result.returncode == 0, result.stderr
+    assert snapshot(tree) == before
+    assert f"+TORCH_API at::Tensor {op}(const at::Tensor & self" in result.stdout
+    patch = tree.parent / f"{op}.patch"
+    patch.write_text(result.stdout)
+    subprocess.run(["git", "init", "-q", str(tree)], check=True)
+    check = subprocess.run(["git", "apply", "--check", str(patch)], cwd=tree, capture_output=True, text=True)
+    assert check.returncode == 0, check.stderr
+
+
+@pytest.mark.parametrize("op", OPS)
+def test_bypass_verifies_touches_only_the_op_and_reverts_byte_for_byte(tree: Path, op: str) -> None:
+    pristine = snapshot(tree)
+    doc = native_yaml.load(NATIVE_FUNCTIONS, (tree / NATIVE_FUNCTIONS).read_text())
+    groups = native_yaml.op_groups(doc, op)
+    member_lines = {i for g in groups for m in g.members for i in range(m.entry.first_line, m.entry.end_line)}
+
+    result = run_codemod("bypass", op, "--tree", str(tree))
+    assert result.returncode == 0, result.stderr
+    assert "verified: torchgen (ATen codegen) ran clean" in result.stderr
+    assert "verified: autograd codegen ran clean" in result.stderr
+    assert f"at::__dispatch_{op}" in result.stderr
+
+    after = snapshot(tree)
+    yaml_changes = changed_lines(pristine[NATIVE_FUNCTIONS].decode(), after[NATIVE_FUNCTIONS].decode())
+    assert yaml_changes and yaml_changes <= member_lines
+    bypassed = native_yaml.load(NATIVE_FUNCTIONS, after[NATIVE_FUNCTIONS].decode())
+    for name in (m.name for g in groups for m in g.members):
+        entry = native_yaml.parse_entry(bypassed, bypassed.by_name()[name])
+        assert entry.values["manual_cpp_binding"] is True
+        assert not set(native_yaml.STRUCTURED_KEYS) & entry.values.keys()
+
+    removed = set(pristine[DERIVATIVES].decode().splitlines()) - set(after[DERIVATIVES].decode().splitlines())
+    assert any(line.startswith(f"- name: {op}.Tensor(") for line in removed)
+    overloads = {m.name for g in groups for m in g.members}
+    assert all(not line.startswith("- name:") or line[len("- name: ") :].split("(")[0] in overloads for line in removed)
+
+    callers = after["torch/csrc/jit/runtime/static/ops.cpp"].decode()
+    assert f"at::cpu::{op}(" not in callers and f"at::cpu::{op}_out(" not in callers
+    assert f"at::redispatch::{op}(" not in after["torch/csrc/autograd/VariableTypeManual.cpp"].decode()
+
+    again = run_codemod("bypass", op, "--tree", str(tree))
+    assert again.returncode == 0 and "already bypassed" in again.stderr
+    assert snapshot(tree) == after
+
+    reverted = run_codemod("revert", op, "--tree", str(tree))
+    assert reverted.returncode == 0, reverted.stderr
+    assert snapshot(tree) == pristine
+    twice = run_codemod("revert", op, "--tree", str(tree))
+    assert twice.returncode == 2 and "not bypassed" in twice.stderr
+
+
+def test_capture_matches_the_kept_fixture(tree: Path) -> None:
+    """What torchgen generates for mul, as kept in fixtures/, is what the tool captures today."""
+    kept = Capture.from_json((FIXTURES / "target_tree" / "mul.capture.json").read_text())
+    assert make_plan(locate(tree), "mul").capture == kept
+    assert [f.name for f in kept.functions] == ["mul", "mul_out", "mul_outf"]
+    assert {m.name for m in kept.methods} == {"mul", "mul_"}
+    assert kept.native_kernels == {"mul.Tensor": "mul", "mul_.Tensor": "mul_", "mul.out": "mul_out"}
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["bypass", "mull"], "did you mean mul"),
+        (["bypass", "mul.Tensor"], "pass the op name 'mul'"),
+        (["bypass", "abs"], "only structured ops can be bypassed"),
+        (["bypass", "add"], "has `ufunc_inner_loop`"),
+        (["revert", "mul"], "not bypassed"),
+    ],
+)
+def test_bad_input_exits_2_and_writes_nothing(tree: Path, args: list[str], message: str) -> None:
+    before = snapshot(tree)
+    result = run_codemod(*args, "--tree", str(tree))
+    assert result.returncode == 2
+    assert message in result.stderr
+    assert snapshot(tree) == before
+
+
+def test_missing_tree_file_is_named(tree: Path) -> None:
+    (tree / DERIVATIVES).unlink()
+    result = run_codemod("bypass", "mul", "--tree", str(tree))
+    assert result.returncode == 2
+    assert "tools/autograd/derivatives.yaml: missing (the autograd formulas file)" in result.stderr
