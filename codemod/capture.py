@@ -14,7 +14,6 @@ import tempfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from tree_sitter import Node
 
 from codemod import codegen, cpp_syntax
 from codemod.cpp_syntax import Source, text

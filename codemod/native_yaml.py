@@ -11,7 +11,6 @@ from __future__ import annotations
 import difflib
 import re
 from dataclasses import dataclass
-from enum import Enum
 
 import yaml
 from ruamel.yaml import YAML
@@ -40,12 +39,6 @@ UNSUPPORTED_STRUCTURED_KEYS = {
 _FUNC_LINE = re.compile(r"^- func:\s*(?P<name>[A-Za-z0-9_]+(?:\.[A-Za-z0-9_]+)?)\s*\(")
 
 
-class Kind(Enum):
-    FUNCTIONAL = "functional"
-    INPLACE = "inplace"
-    OUT = "out"
-
-
 @dataclass(frozen=True)
 class KeySpan:
     key: str
@@ -65,10 +58,6 @@ class Entry:
     def base(self) -> str:  # "mul_" for "mul_.Tensor"
         return self.name.split(".")[0]
 
-    @property
-    def overload(self) -> str:
-        return self.name.partition(".")[2]
-
 
 @dataclass(frozen=True)
 class ParsedEntry:
@@ -83,14 +72,6 @@ class ParsedEntry:
     def is_manual(self) -> bool:
         return self.values.get("manual_cpp_binding") is True
 
-    def is_structured(self) -> bool:
-        return any(k in self.values for k in ("structured", "structured_delegate"))
-
-    @property
-    def kind(self) -> Kind:
-        if self.values.get("structured") is True or "out" in self.entry.overload.split("_"):
-            return Kind.OUT
-        return Kind.INPLACE if self.entry.base.endswith("_") else Kind.FUNCTIONAL
 
 
 @dataclass(frozen=True)
