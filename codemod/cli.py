@@ -105,3 +105,55 @@ def _summary(tree: Tree, plan: Plan, applied: bool) -> None:
             _say(f"  {leftover}")
     else:
         _say("every reference to the removed at::cpu:: / at::redispatch:: functions was rewritten")
+
+
+@main.command()
+@click.argument("op")
+@TREE_OPTION
+@click.option("--no-check", is_flag=True, help="Only compile; do not run the harness's correctness checks.")
+@click.option("-v", "--verbose", is_flag=True, help="Print every check, not only the failures.")
+def build(op: str, tree_root: Path, no_check: bool, verbose: bool) -> None:
+    """Compile OP's bypass scaffolding outside libtorch into a checking/timing harness."""
+    from codemod import build as build_step
+    from codemod.errors import VerificationFailed
+
+    def action() -> None:
+        built = build_step.build(locate(tree_root), op)
+        how = "cache hit" if built.cached else "compiled"
+        _say(f"{op}: {how} in {built.seconds:.2f} s: {built.executable}")
+        _say(f"  source: {built.source}")
+        if no_check:
+            return
+        checked = build_step.run_checks(built.executable)
+        for line in checked.output.splitlines():
+            if verbose or line.startswith("FAIL") or line.startswith("checks:"):
+                _say(f"  {line}")
+        if not checked.ok:
+            raise VerificationFailed(f"{op}: the bypass disagrees with the dispatcher ({checked.failed} checks failed)")
+
+    _run(action)
+
+
+@main.command()
+@click.argument("op")
+@TREE_OPTION
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of a table.")
+@click.option("--no-callgrind", is_flag=True, help="Skip the instruction counts (valgrind takes ~30 s).")
+@click.option("--size", "sizes", type=int, multiple=True, help="Tensor sizes (elements) to time; default 1, 2, 1e3, 1e6.")
+def bench(op: str, tree_root: Path, as_json: bool, no_callgrind: bool, sizes: tuple[int, ...]) -> None:
+    """Time at::OP through the dispatcher against the bypass, in one process; count instructions/call."""
+    import json
+
+    from codemod import bench as bench_step
+    from codemod import build as build_step
+
+    def action() -> None:
+        built = build_step.build(locate(tree_root), op)
+        times = bench_step.wall_times(built.executable, sizes or bench_step.SIZES)
+        counts = None if no_callgrind else bench_step.instructions(built.executable)
+        if as_json:
+            click.echo(json.dumps({"op": op, "executable": str(built.executable), "wall": times, "callgrind": counts}))
+        else:
+            click.echo(bench_step.table(op, times, counts))
+
+    _run(action)

@@ -33,14 +33,33 @@ class Plan:
     capture: Capture
 
 
-def make_plan(tree: Tree, op: str) -> Plan:
+@dataclass(frozen=True)
+class OpEntries:
+    """The op's structured groups in native_functions.yaml, and the edit that makes them manual."""
+
+    doc: native_yaml.NativeYaml
+    groups: tuple[OpGroup, ...]
+    yaml_edits: tuple[Edit, ...]
+
+    @property
+    def overloads(self) -> tuple[str, ...]:
+        return tuple(name for group in self.groups for name in group.names)
+
+    def capture_inputs(self) -> tuple[str, str]:
+        """The groups' entries as they are, and as the bypass leaves them."""
+        return capture_step.group_yaml(self.doc, list(self.groups)), _groups_after(self.doc, self.groups, self.yaml_edits)
+
+
+def op_entries(tree: Tree, op: str) -> OpEntries:
     doc = native_yaml.load(NATIVE_FUNCTIONS, tree.path(NATIVE_FUNCTIONS).read_text())
     groups = native_yaml.op_groups(doc, op)
-    overloads = tuple(name for group in groups for name in group.names)
-    yaml_edits = plan_yaml.native_functions_edits(doc, groups)
-    captured = capture_step.capture(
-        tree, op, capture_step.group_yaml(doc, groups), _groups_after(doc, groups, yaml_edits), overloads
-    )
+    return OpEntries(doc, tuple(groups), tuple(plan_yaml.native_functions_edits(doc, groups)))
+
+
+def make_plan(tree: Tree, op: str) -> Plan:
+    entries = op_entries(tree, op)
+    groups, overloads, yaml_edits = list(entries.groups), entries.overloads, list(entries.yaml_edits)
+    captured = capture_step.capture(tree, op, *entries.capture_inputs(), overloads)
 
     derivatives = tree.path(DERIVATIVES).read_text()
     formula_edits, removed = plan_yaml.derivatives_edits(derivatives, overloads)
@@ -66,7 +85,7 @@ def make_plan(tree: Tree, op: str) -> Plan:
     )
 
 
-def _groups_after(doc: native_yaml.NativeYaml, groups: list[OpGroup], edits: list[Edit]) -> str:
+def _groups_after(doc: native_yaml.NativeYaml, groups: tuple[OpGroup, ...], edits: tuple[Edit, ...]) -> str:
     """The groups' entries as the bypass leaves them, for the second capture run."""
     texts = []
     for group in groups:

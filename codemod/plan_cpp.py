@@ -163,7 +163,7 @@ def native_source_edits(tree: Tree, capture: Capture) -> list[Edit]:
             )
         )
     source, last_impl = max((found[name] for name in native), key=lambda item: item[1].end_byte)
-    edits.append(source.edit(source.line_end(last_impl.end_byte - 1), "\n" + _scaffolding(capture), "add the CPU structured wrappers and at::native kernels"))
+    edits.append(source.edit(source.line_end(last_impl.end_byte - 1), "\n" + scaffolding(capture), "add the CPU structured wrappers and at::native kernels"))
     includes = [i for i in capture.cpu_includes if i.encode() not in source.src.data]
     if includes:
         edits.append(
@@ -194,7 +194,7 @@ def _find_structured_definitions(tree: Tree, op: str, struct_names: set[str]) ->
     return found
 
 
-def _scaffolding(capture: Capture) -> str:
+def scaffolding(capture: Capture) -> str:
     op = capture.op
     namespace = namespace_name(op)
     carried = "\n\n".join(s.text for s in (*capture.cpu_helpers, *capture.cpu_scaffolding))
