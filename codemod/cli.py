@@ -4,13 +4,16 @@ Exit codes: 0 ok, 1 verification failed, 2 bad input.
 """
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
 import click
 
+from codemod import bench as bench_step
+from codemod import build as build_step
 from codemod import journal, patch
-from codemod.errors import EXIT_OK, CodemodError
+from codemod.errors import EXIT_OK, CodemodError, VerificationFailed
 from codemod.plan import Plan, make_plan
 from codemod.tree import Tree, locate
 from codemod.verify import verify
@@ -51,7 +54,7 @@ def main() -> None:
 @click.option("--patch", "patch_file", type=click.Path(dir_okay=False, path_type=Path), help="Also write the patch to this file.")
 @click.option("--no-verify", is_flag=True, help="Skip re-running the tree's codegen after applying.")
 def bypass(op: str, tree_root: Path, dry_run: bool, patch_file: Path | None, no_verify: bool) -> None:
-    """Make OP (e.g. mul) call its CPU kernel directly, without the dispatcher."""
+    """Make OP (mul, div, ...) call its CPU kernel without the dispatcher."""
 
     def action() -> None:
         tree = locate(tree_root)
@@ -114,9 +117,6 @@ def _summary(tree: Tree, plan: Plan, applied: bool) -> None:
 @click.option("-v", "--verbose", is_flag=True, help="Print every check, not only the failures.")
 def build(op: str, tree_root: Path, no_check: bool, verbose: bool) -> None:
     """Compile OP's bypass scaffolding outside libtorch into a checking/timing harness."""
-    from codemod import build as build_step
-    from codemod.errors import VerificationFailed
-
     def action() -> None:
         built = build_step.build(locate(tree_root), op)
         how = "cache hit" if built.cached else "compiled"
@@ -142,11 +142,6 @@ def build(op: str, tree_root: Path, no_check: bool, verbose: bool) -> None:
 @click.option("--size", "sizes", type=int, multiple=True, help="Tensor sizes (elements) to time; default 1, 2, 1e3, 1e6.")
 def bench(op: str, tree_root: Path, as_json: bool, no_callgrind: bool, sizes: tuple[int, ...]) -> None:
     """Time at::OP through the dispatcher against the bypass, in one process; count instructions/call."""
-    import json
-
-    from codemod import bench as bench_step
-    from codemod import build as build_step
-
     def action() -> None:
         built = build_step.build(locate(tree_root), op)
         times = bench_step.wall_times(built.executable, sizes or bench_step.SIZES)
