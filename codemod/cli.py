@@ -94,6 +94,24 @@ def revert(op: str, tree_root: Path) -> None:
     _run(action)
 
 
+@main.command()
+@TREE_OPTION
+def status(tree_root: Path) -> None:
+    """Which ops are bypassed, and whether their files still hold what the bypass wrote."""
+
+    def action() -> None:
+        tree = locate(tree_root)
+        journals = journal.bypassed(tree)
+        if not journals:
+            _say(f"no op is bypassed in {tree.root}")
+        for entry in journals:
+            changed = journal.changed_since(tree, entry)
+            state = f"changed since: {', '.join(changed)}" if changed else "matches the journal"
+            _say(f"{entry.op} ({', '.join(entry.overloads)}): {len(entry.files)} files, {state}")
+
+    _run(action)
+
+
 def _summary(tree: Tree, plan: Plan, applied: bool) -> None:
     verb = "changed" if applied else "would change"
     _say(f"bypass {plan.op} ({', '.join(plan.overloads)}) {verb} {len(plan.changes)} files in {tree.root}:")

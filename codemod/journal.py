@@ -72,6 +72,18 @@ def load(tree: Tree, op: str) -> Journal | None:
     return Journal.from_json(path, path.read_text()) if path.exists() else None
 
 
+def bypassed(tree: Tree) -> list[Journal]:
+    """Every journal in the tree, by op name."""
+    directory = tree.root / JOURNAL_DIR
+    paths = sorted(directory.glob("*.json")) if directory.is_dir() else []
+    return [Journal.from_json(path, path.read_text()) for path in paths]
+
+
+def changed_since(tree: Tree, journal: Journal) -> list[str]:
+    """Files the bypass wrote that no longer hold what it wrote."""
+    return [f.path for f in journal.files if sha256(tree.path(f.path).read_bytes()) != f.after_sha256]
+
+
 def sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
@@ -87,7 +99,7 @@ def revert(tree: Tree, op: str) -> Journal:
     journal = load(tree, op)
     if journal is None:
         raise BadInput(f"op {op!r} is not bypassed in {tree.root} (no {JOURNAL_DIR}/{op}.json); nothing to revert")
-    changed = [f.path for f in journal.files if sha256(tree.path(f.path).read_bytes()) != f.after_sha256]
+    changed = changed_since(tree, journal)
     if changed:
         raise VerificationFailed(
             f"files changed since `codemod bypass {op}`: {', '.join(changed)}; "

@@ -114,3 +114,14 @@ def test_missing_tree_file_is_named(tree: Path) -> None:
     result = run_codemod("bypass", "mul", "--tree", str(tree))
     assert result.returncode == 2
     assert "tools/autograd/derivatives.yaml: missing (the autograd formulas file)" in result.stderr
+
+
+def test_status_follows_bypass_edits_and_revert(tree: Path) -> None:
+    assert "no op is bypassed" in run_codemod("status", "--tree", str(tree)).stderr
+    assert run_codemod("bypass", "mul", "--tree", str(tree), "--no-verify").returncode == 0
+    assert "mul (mul.Tensor, mul_.Tensor, mul.out): 9 files, matches the journal" in run_codemod("status", "--tree", str(tree)).stderr
+    ops_cpp = tree / "torch/csrc/jit/runtime/static/ops.cpp"
+    ops_cpp.write_text(ops_cpp.read_text() + "// a later edit\n")
+    assert "changed since: torch/csrc/jit/runtime/static/ops.cpp" in run_codemod("status", "--tree", str(tree)).stderr
+    refused = run_codemod("revert", "mul", "--tree", str(tree))
+    assert refused.returncode == 1 and "files changed since" in refused.stderr

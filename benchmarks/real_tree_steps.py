@@ -1,0 +1,56 @@
+"""Where the time goes on the full real tree (built from the installed torch wheel).
+
+Prints each pipeline step's time for one op, then the three commands end to end:
+`bypass --dry-run`, `bypass` (with the tree's own codegen as verification), `revert`.
+Figures for a person; nothing here asserts a time.
+
+    python benchmarks/real_tree_steps.py [OP]
+"""
+from __future__ import annotations
+
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from codemod import capture, foreach, native_yaml, plan_callers, plan_cpp, plan_yaml
+from codemod.edits import apply_edits
+from codemod.fromtorch import write_tree_from_torch
+from codemod.plan import op_entries
+from codemod.tree import DERIVATIVES, NATIVE_FUNCTIONS, locate
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def timed(label: str, action):
+    started = time.perf_counter()
+    result = action()
+    print(f"{time.perf_counter() - started:8.2f} s  {label}", flush=True)
+    return result
+
+
+def main(op: str) -> None:
+    with tempfile.TemporaryDirectory(prefix="codemod-bench-") as scratch:
+        root = Path(scratch) / "tree"
+        timed("build the real tree from the wheel", lambda: write_tree_from_torch(root, REPO / "target_tree"))
+        tree = locate(root)
+        print(f"steps of `codemod bypass {op}`:")
+        timed("parse and validate native_functions.yaml", lambda: native_yaml.load(NATIVE_FUNCTIONS, tree.path(NATIVE_FUNCTIONS).read_text()))
+        entries = timed("find the op's groups and plan the yaml edit (checked by re-parsing)", lambda: op_entries(tree, op))
+        captured = timed("capture: torchgen on the op's entries, before and after", lambda: capture.capture(tree, op, *entries.capture_inputs(), entries.overloads))
+        text = tree.path(DERIVATIVES).read_text()
+        edits, _ = timed("plan the derivatives.yaml edit", lambda: plan_yaml.derivatives_edits(text, entries.overloads))
+        edited = apply_edits(text.encode(), edits).decode()
+        timed("foreach cascade: the tree's autograd loader, before and after", lambda: foreach.foreach_ops_losing_autograd(tree, edited))
+        timed("plan the template and native source edits", lambda: (plan_cpp.template_edits(tree, captured), plan_cpp.native_source_edits(tree, captured)))
+        timed("scan the tree for callers and plan their rewrites", lambda: plan_callers.caller_edits(tree, captured))
+        print("commands end to end:")
+        for args in (["bypass", op, "--dry-run"], ["bypass", op], ["revert", op]):
+            run = timed("codemod " + " ".join(args), lambda: subprocess.run([sys.executable, "-m", "codemod", *args, "--tree", str(root)], capture_output=True, text=True))
+            if run.returncode != 0:
+                sys.exit(f"codemod {' '.join(args)} failed:\n{run.stderr}")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1] if len(sys.argv) > 1 else "mul")
