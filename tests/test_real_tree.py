@@ -192,6 +192,18 @@ def _changed_lines(before: str, after: str) -> tuple[set[int], list[str], list[s
     return touched, removed, added
 
 
+def _assert_only_deleted_within(before: str, after: str, *spans: range) -> None:
+    """AFTER is BEFORE minus lines of SPANS. difflib may align a deleted block one line off
+    when the block ends with the same blank line that precedes it, so a blank neighbour counts."""
+    lines = before.splitlines()
+    allowed = {i for span in spans for i in span}
+    allowed |= {i for span in spans for i in (span.start - 1, span.stop) if 0 <= i < len(lines) and not lines[i].strip()}
+    touched, removed, added = _changed_lines(before, after)
+    assert touched and touched <= allowed, sorted(touched - allowed)[:10]
+    assert not added, added
+    assert len(removed) <= sum(len(span) for span in spans)
+
+
 def _stderr(run: subprocess.CompletedProcess[str]) -> str:
     return "\n".join((run.stderr or run.stdout).strip().splitlines()[-25:])
 
@@ -220,9 +232,7 @@ def test_bypass_mul_exits_0_and_touches_only_the_mul_entries(real: RealTree) -> 
         assert not re.search(r"^\s+(structured|structured_delegate|structured_inherits|dispatch):", entry, re.M), entry
 
     formulas = _entries(before[DERIVATIVES], "name")
-    touched, _, added = _changed_lines(before[DERIVATIVES], after[DERIVATIVES])
-    assert touched and touched <= set(formulas["mul.Tensor"]), sorted(touched)[:10]
-    assert not added
+    _assert_only_deleted_within(before[DERIVATIVES], after[DERIVATIVES], formulas["mul.Tensor"])
     assert "mul.Tensor" not in _entries(after[DERIVATIVES], "name")
 
     _, removed, added = _changed_lines(before[GEN_VARIABLE_TYPE], after[GEN_VARIABLE_TYPE])
@@ -240,8 +250,7 @@ def test_bypass_div_on_top_of_mul_touches_only_the_div_entries(real: RealTree) -
     for name in DIV_ENTRIES:
         assert touched & set(spans[name]), f"{name} unchanged"
     formulas = _entries(real.after_mul[DERIVATIVES], "name")
-    touched, _, added = _changed_lines(real.after_mul[DERIVATIVES], after[DERIVATIVES])
-    assert touched <= set(formulas["div.Tensor"]) | set(formulas["div.Tensor_mode"]) and not added
+    _assert_only_deleted_within(real.after_mul[DERIVATIVES], after[DERIVATIVES], formulas["div.Tensor"], formulas["div.Tensor_mode"])
     _, removed, added = _changed_lines(real.after_mul[GEN_VARIABLE_TYPE], after[GEN_VARIABLE_TYPE])
     assert added and not removed
 
