@@ -69,14 +69,19 @@ def namespaces(node: Node) -> tuple[str, ...]:
     return tuple(names)
 
 
-def function_declarator(node: Node) -> Node | None:
-    """The function_declarator of a definition or declaration, through pointers and references."""
+def _descend(node: Node, until: str) -> Node | None:
+    """The first declarator of type UNTIL inside NODE's, through pointers and references."""
     declarator = node.child_by_field_name("declarator")
-    while declarator is not None and declarator.type != "function_declarator":
+    while declarator is not None and declarator.type != until:
         # reference_declarator holds its inner declarator as a plain child
         inner = declarator.child_by_field_name("declarator")
         declarator = inner if inner is not None else (declarator.named_children or [None])[-1]
     return declarator
+
+
+def function_declarator(node: Node) -> Node | None:
+    """The function_declarator of a definition or declaration."""
+    return _descend(node, "function_declarator")
 
 
 @dataclass(frozen=True)
@@ -117,16 +122,6 @@ def strip_default_arguments(node: Node, head: str, base: int) -> str:
     return raw.decode()
 
 
-def leading_comment(node: Node) -> str:
-    """The line comments directly above NODE (generated code puts the schema there)."""
-    comments: list[str] = []
-    sibling = node.prev_sibling
-    while sibling is not None and sibling.type == "comment" and sibling.end_point[0] >= node.start_point[0] - len(comments) - 1:
-        comments.insert(0, text(sibling))
-        sibling = sibling.prev_sibling
-    return "\n".join(comments)
-
-
 def function_head(src: Source, node: Node) -> tuple[str, int]:
     """Return type and declarator of a function, without `inline`; and the byte it starts at."""
     start = node.child_by_field_name("type").start_byte
@@ -136,12 +131,4 @@ def function_head(src: Source, node: Node) -> tuple[str, int]:
 def parameter_names(node: Node) -> list[str]:
     """Names of a function's parameters, in order."""
     params = function_declarator(node).child_by_field_name("parameters")
-    names = []
-    for param in params.named_children:
-        declarator = param.child_by_field_name("declarator")
-        while declarator is not None and declarator.type != "identifier":
-            inner = declarator.child_by_field_name("declarator")
-            declarator = inner if inner is not None else (declarator.named_children or [None])[-1]
-        if declarator is not None:
-            names.append(text(declarator))
-    return names
+    return [text(name) for param in params.named_children if (name := _descend(param, "identifier")) is not None]

@@ -1,6 +1,6 @@
 """Parse native_functions.yaml once and locate an op's structured groups.
 
-The whole file is validated with the same C loader torchgen uses (fast, and
+The whole file is parsed once with the same C loader torchgen uses (fast, and
 what torchgen accepts is what matters); the op's own entries are then parsed
 with ruamel.yaml's round-trip loader, whose line marks give each key's span.
 Entries are split lexically at top-level `- ` items so that every byte between
@@ -96,6 +96,7 @@ class NativeYaml:
     text: str
     lines: tuple[str, ...]  # with line endings
     entries: tuple[Entry, ...]
+    values: object  # the whole file as torchgen's loader reads it
 
     def entry_text(self, entry: Entry) -> str:
         return "".join(self.lines[entry.first_line : entry.end_line])
@@ -105,9 +106,9 @@ class NativeYaml:
 
 
 def load(rel_path: str, text: str) -> NativeYaml:
-    validate(rel_path, text)
+    values = parse(rel_path, text)
     lines = split_lines(text)
-    return NativeYaml(rel_path, text, lines, tuple(split_entries(rel_path, lines, _FUNC_LINE)))
+    return NativeYaml(rel_path, text, lines, tuple(split_entries(rel_path, lines, _FUNC_LINE)), values)
 
 
 def split_lines(text: str) -> tuple[str, ...]:
@@ -115,10 +116,10 @@ def split_lines(text: str) -> tuple[str, ...]:
     return tuple(re.findall(r"[^\n]*\n|[^\n]+$", text))
 
 
-def validate(rel_path: str, text: str) -> None:
+def parse(rel_path: str, text: str) -> object:
     """Parse with the C loader torchgen uses; a syntax error names file:line."""
     try:
-        yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+        return yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
     except yaml.YAMLError as error:
         mark = getattr(error, "problem_mark", None)
         where = f"{rel_path}:{mark.line + 1}" if mark else rel_path

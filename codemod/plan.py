@@ -18,7 +18,6 @@ class FileChange:
     path: str
     before: bytes
     after: bytes
-    edits: tuple[Edit, ...]
 
 
 @dataclass(frozen=True)
@@ -26,7 +25,6 @@ class Plan:
     op: str
     overloads: tuple[str, ...]
     changes: tuple[FileChange, ...]
-    removed_formulas: tuple[str, ...]
     foreach_ops: tuple[str, ...]  # foreach ops that lose autograd with the formulas
     leftovers: tuple[Leftover, ...]
     losses: tuple[str, ...]
@@ -77,7 +75,6 @@ def make_plan(tree: Tree, op: str) -> Plan:
         op=op,
         overloads=overloads,
         changes=_changes(tree, edits),
-        removed_formulas=tuple(removed),
         foreach_ops=tuple(foreach_ops),
         leftovers=tuple(leftovers),
         losses=_losses(groups, removed, foreach_ops),
@@ -110,7 +107,7 @@ def _changes(tree: Tree, edits: list[Edit]) -> tuple[FileChange, ...]:
     changes = []
     for path in sorted(by_path):
         before = tree.path(path).read_bytes()
-        changes.append(FileChange(path, before, apply_edits(before, by_path[path]), tuple(by_path[path])))
+        changes.append(FileChange(path, before, apply_edits(before, by_path[path])))
     return tuple(changes)
 
 

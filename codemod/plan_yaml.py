@@ -8,11 +8,9 @@ from __future__ import annotations
 
 import re
 
-import yaml
-
 from codemod.edits import Edit, apply_edits, line_starts
 from codemod.errors import BadInput
-from codemod.native_yaml import STRUCTURED_KEYS, NativeYaml, OpGroup, ParsedEntry, split_entries, split_lines, validate
+from codemod.native_yaml import STRUCTURED_KEYS, NativeYaml, OpGroup, ParsedEntry, parse, split_entries, split_lines
 from codemod.tree import DERIVATIVES
 
 MANUAL_KEY = "manual_cpp_binding"
@@ -44,13 +42,10 @@ def _make_manual(doc: NativeYaml, member: ParsedEntry, starts: list[int]) -> lis
 
 def _check_only_members_changed(doc: NativeYaml, groups: list[OpGroup], edits: list[Edit]) -> None:
     """Every entry but the members parses to the same value; each member loses exactly its structured keys."""
-    before = yaml.load(doc.text, Loader=yaml.CSafeLoader)
-    after_text = apply_edits(doc.text.encode(), edits).decode()
-    validate(doc.rel_path, after_text)
-    after = yaml.load(after_text, Loader=yaml.CSafeLoader)
+    after = parse(doc.rel_path, apply_edits(doc.text.encode(), edits).decode())
     members = {m.name for g in groups for m in g.members}
     expected = []
-    for entry in before:
+    for entry in doc.values:
         if entry["func"].split("(")[0] in members:
             entry = {k: v for k, v in entry.items() if k not in STRUCTURED_KEYS}
             entry[MANUAL_KEY] = True
@@ -61,7 +56,7 @@ def _check_only_members_changed(doc: NativeYaml, groups: list[OpGroup], edits: l
 
 def derivatives_edits(text: str, overloads: tuple[str, ...]) -> tuple[list[Edit], list[str]]:
     """Remove the formula entries of these overloads; return the edits and the names removed."""
-    validate(DERIVATIVES, text)
+    parse(DERIVATIVES, text)
     lines = split_lines(text)
     starts = line_starts(text.encode())
     edits, removed = [], []
