@@ -68,6 +68,8 @@ class Capture:
     redispatch_functions: tuple[str, ...]  # at::redispatch:: names that disappear
     native_kernels: dict[str, str]  # overload -> at::native:: name torchgen registers after the bypass
     cpu_includes: tuple[str, ...]  # what the CPU registration includes, less the all-op headers
+    ufunc_sources: tuple[Snippet, ...]  # whole UfuncCPU*_OP.cpp files: the CPU kernel the ufunc codegen wrote
+    ufunc_structs: tuple[str, ...]  # native structs whose impl is in those files, not in a native source
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), indent=1, sort_keys=True) + "\n"
@@ -77,9 +79,9 @@ class Capture:
         raw = json.loads(data)
         for key in ("functions", "methods"):
             raw[key] = tuple(ApiFunction(**item) for item in raw[key])
-        for key in ("meta_structs", "native_structs", "cpu_helpers", "cpu_scaffolding"):
+        for key in ("meta_structs", "native_structs", "cpu_helpers", "cpu_scaffolding", "ufunc_sources"):
             raw[key] = tuple(Snippet(**item) for item in raw[key])
-        for key in ("overloads", "cpu_functions", "redispatch_functions", "cpu_includes"):
+        for key in ("overloads", "cpu_functions", "redispatch_functions", "cpu_includes", "ufunc_structs"):
             raw[key] = tuple(raw[key])
         return cls(**raw)
 
@@ -96,13 +98,14 @@ def capture(tree: Tree, op: str, before_yaml: str, after_yaml: str, overloads: t
         ops_names = {name.replace(".", "_"): name for name in overloads}
         register_cpu = _register_file(before, "CPU")
         scaffolding, helpers = _cpu_scaffolding(register_cpu)
+        native_structs, ufunc_structs = _native_structs(before)
         return Capture(
             op=op,
             overloads=overloads,
             functions=generated_functions(before / "Functions.h", ops_names),
             methods=_methods(before / "core" / "TensorBody.h", ops_names),
             meta_structs=_structs(before / "NativeMetaFunctions.h"),
-            native_structs=_structs(before / "NativeFunctions.h"),
+            native_structs=native_structs,
             cpu_helpers=helpers,
             cpu_scaffolding=scaffolding,
             cpu_wrappers=_registrations(register_cpu),
@@ -110,7 +113,26 @@ def capture(tree: Tree, op: str, before_yaml: str, after_yaml: str, overloads: t
             redispatch_functions=_names_in_namespace(before / "RedispatchFunctions.h", ("at", "redispatch")),
             native_kernels=_native_kernels(_register_file(after, "CompositeImplicitAutograd")),
             cpu_includes=_includes(register_cpu),
+            ufunc_sources=tuple(Snippet(p.name, p.read_text(), p.name) for p in _ufunc_files(before, "CPU")),
+            ufunc_structs=ufunc_structs,
         )
+
+
+def _ufunc_files(out: Path, backend: str) -> list[Path]:
+    """What torchgen's ufunc codegen wrote for BACKEND: Ufunc<B>_op.cpp and Ufunc<B>Kernel_op.cpp."""
+    return sorted(p for p in out.glob(f"Ufunc{backend}*") if p.is_file())
+
+
+def _native_structs(out: Path) -> tuple[tuple[Snippet, ...], tuple[str, ...]]:
+    """Native structs to carry over, and those of them whose impl the ufunc codegen wrote for CPU.
+
+    A ufunc op's kernels for other backends (CUDA) are generated too; they are
+    lost with the bypass, so their structs are not carried over.
+    """
+    cpu = {s.name for p in _ufunc_files(out, "CPU") for s in _structs(p)}
+    other = {s.name for p in _ufunc_files(out, "") for s in _structs(p)} - cpu
+    native = [s for s in _structs(out / "NativeFunctions.h") if s.name not in other]
+    return tuple(native), tuple(s.name for s in native if s.name in cpu)
 
 
 def _register_file(out: Path, key: str) -> Path:

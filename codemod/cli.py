@@ -89,7 +89,7 @@ def revert(op: str, tree_root: Path) -> None:
         restored = journal.revert(tree, op)
         _say(f"reverted {op}: restored {len(restored.files)} files")
         for entry in restored.files:
-            _say(f"  {entry.path}")
+            _say(f"  {entry.path}" + ("  (created by the bypass: deleted)" if entry.before is None else ""))
 
     _run(action)
 

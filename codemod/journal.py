@@ -19,13 +19,13 @@ from codemod.plan import Plan
 from codemod.tree import Tree
 
 JOURNAL_DIR = ".codemod"
-FORMAT = "codemod-journal/1"
+FORMAT = "codemod-journal/2"
 
 
 @dataclass(frozen=True)
 class JournalFile:
     path: str
-    before: bytes
+    before: bytes | None  # None: the bypass created the file, revert deletes it
     after_sha256: str
 
 
@@ -34,6 +34,7 @@ class Journal:
     op: str
     overloads: tuple[str, ...]
     files: tuple[JournalFile, ...]
+    created_dirs: tuple[str, ...] = ()  # made for created files, deepest first; revert removes them
 
     def to_json(self) -> str:
         return json.dumps(
@@ -42,9 +43,10 @@ class Journal:
                 "op": self.op,
                 "overloads": list(self.overloads),
                 "files": [
-                    {"path": f.path, "before": base64.b64encode(f.before).decode(), "after_sha256": f.after_sha256}
+                    {"path": f.path, "before": _encode(f.before), "after_sha256": f.after_sha256}
                     for f in self.files
                 ],
+                "created_dirs": list(self.created_dirs),
             },
             indent=1,
         )
@@ -55,12 +57,18 @@ class Journal:
             raw = json.loads(data)
             if raw.get("format") != FORMAT:
                 raise BadInput(f"{where}: journal format {raw.get('format')!r}, this codemod reads {FORMAT!r}")
-            files = tuple(
-                JournalFile(f["path"], base64.b64decode(f["before"], validate=True), f["after_sha256"]) for f in raw["files"]
-            )
-            return cls(raw["op"], tuple(raw["overloads"]), files)
+            files = tuple(JournalFile(f["path"], _decode(f["before"]), f["after_sha256"]) for f in raw["files"])
+            return cls(raw["op"], tuple(raw["overloads"]), files, tuple(raw["created_dirs"]))
         except (ValueError, KeyError, TypeError) as error:
             raise BadInput(f"{where}: corrupt journal ({error}); restore the files from version control")
+
+
+def _encode(data: bytes | None) -> str | None:
+    return None if data is None else base64.b64encode(data).decode()
+
+
+def _decode(data: str | None) -> bytes | None:
+    return None if data is None else base64.b64decode(data, validate=True)
 
 
 def journal_path(tree: Tree, op: str) -> Path:
@@ -81,7 +89,10 @@ def bypassed(tree: Tree) -> list[Journal]:
 
 def changed_since(tree: Tree, journal: Journal) -> list[str]:
     """Files the bypass wrote that no longer hold what it wrote."""
-    return [f.path for f in journal.files if sha256(tree.path(f.path).read_bytes()) != f.after_sha256]
+    return [
+        f.path for f in journal.files
+        if not tree.path(f.path).is_file() or sha256(tree.path(f.path).read_bytes()) != f.after_sha256
+    ]
 
 
 def sha256(data: bytes) -> str:
@@ -90,7 +101,12 @@ def sha256(data: bytes) -> str:
 
 def apply(tree: Tree, plan: Plan) -> Journal:
     changes = [c for c in plan.changes if c.before != c.after]
-    journal = Journal(plan.op, plan.overloads, tuple(JournalFile(c.path, c.before, sha256(c.after)) for c in changes))
+    journal = Journal(
+        plan.op,
+        plan.overloads,
+        tuple(JournalFile(c.path, c.before, sha256(c.after)) for c in changes),
+        _missing_dirs(tree, [c.path for c in changes if c.before is None]),
+    )
     _write_all(tree, [(journal_path(tree, plan.op), journal.to_json().encode())], [(tree.path(c.path), c.after) for c in changes])
     return journal
 
@@ -105,12 +121,27 @@ def revert(tree: Tree, op: str) -> Journal:
             f"files changed since `codemod bypass {op}`: {', '.join(changed)}; "
             "revert them to the bypassed state (or commit your work elsewhere) and run revert again"
         )
-    _write_all(tree, [], [(tree.path(f.path), f.before) for f in journal.files])
+    _write_all(tree, [], [(tree.path(f.path), f.before) for f in journal.files if f.before is not None])
+    for created in (f for f in journal.files if f.before is None):
+        tree.path(created.path).unlink()
+    for directory in journal.created_dirs:
+        if not any(tree.path(directory).iterdir()):
+            tree.path(directory).rmdir()
     path = journal_path(tree, op)
     path.unlink()
     if not any(path.parent.iterdir()):
         path.parent.rmdir()
     return journal
+
+
+def _missing_dirs(tree: Tree, created_files: list[str]) -> tuple[str, ...]:
+    """Directories the created files need that do not exist yet, deepest first."""
+    missing: set[str] = set()
+    for path in created_files:
+        for parent in Path(path).parents:
+            if parent != Path(".") and not tree.path(parent.as_posix()).exists():
+                missing.add(parent.as_posix())
+    return tuple(sorted(missing, key=lambda p: (-p.count("/"), p)))
 
 
 def _write_all(tree: Tree, first: list[tuple[Path, bytes]], files: list[tuple[Path, bytes]]) -> None:

@@ -13,10 +13,13 @@ def render(changes: tuple[FileChange, ...]) -> str:
 
 
 def _file_diff(change: FileChange) -> str:
-    old = change.before.decode().splitlines(keepends=True)
+    old = (change.before or b"").decode().splitlines(keepends=True)
     new = change.after.decode().splitlines(keepends=True)
-    lines = difflib.unified_diff(old, new, f"a/{change.path}", f"b/{change.path}", n=3)
+    created = change.before is None
+    lines = difflib.unified_diff(old, new, "/dev/null" if created else f"a/{change.path}", f"b/{change.path}", n=3)
     out = [f"diff --git a/{change.path} b/{change.path}\n"]
+    if created:
+        out.append("new file mode 100644\n")
     for line in lines:
         out.append(line if line.endswith("\n") else line + "\n" + _NO_NEWLINE)
     return "".join(out)

@@ -16,7 +16,7 @@ from codemod.tree import DERIVATIVES, NATIVE_FUNCTIONS, Tree
 @dataclass(frozen=True)
 class FileChange:
     path: str
-    before: bytes
+    before: bytes | None  # None: the bypass creates the file
     after: bytes
 
 
@@ -106,8 +106,9 @@ def _changes(tree: Tree, edits: list[Edit]) -> tuple[FileChange, ...]:
         by_path[edit.path].append(edit)
     changes = []
     for path in sorted(by_path):
-        before = tree.path(path).read_bytes()
-        changes.append(FileChange(path, before, apply_edits(before, by_path[path])))
+        target = tree.path(path)
+        before = target.read_bytes() if target.exists() else None
+        changes.append(FileChange(path, before, apply_edits(before or b"", by_path[path])))
     return tuple(changes)
 
 
@@ -123,6 +124,12 @@ def _losses(groups: list[OpGroup], removed: list[str], foreach_ops: list[str]) -
         for key, names in sorted(kernels.items())
         if key != "CPU"
     ]
+    for group in groups:
+        if "ufunc_inner_loop" in group.out.values:
+            losses.append(
+                f"kernels the ufunc codegen generated for {group.out.name} on other backends (CUDA) are no longer generated; "
+                "its CPU kernel is carried over as hand-written sources"
+            )
     losses.append("Meta kernels of the structured group are no longer registered (no shape inference on meta tensors)")
     if removed:
         losses.append(f"autograd: the formula of {', '.join(removed)} is removed; results carry no grad_fn")

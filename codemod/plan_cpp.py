@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from tree_sitter import Node
 
 from codemod import cpp_syntax
-from codemod.capture import ApiFunction, Capture
+from codemod.capture import ApiFunction, Capture, Snippet
 from codemod.cpp_syntax import MacroHead, Source
 from codemod.edits import Edit
 from codemod.errors import BadInput
@@ -136,21 +136,25 @@ def _end_of_namespace_at(source: SourceFile) -> int:
 
 
 def native_source_edits(tree: Tree, capture: Capture) -> list[Edit]:
-    """Structs before the macro-named meta/impl definitions; scaffolding after the last impl."""
+    """Structs before the macro-named meta/impl definitions; scaffolding after the last impl.
+
+    A ufunc op has no TORCH_IMPL_FUNC in the tree: its kernel files become
+    hand-written sources and its scaffolding goes at the end of `at::native`.
+    """
     op = capture.op
     meta = {s.name: s for s in capture.meta_structs}
     native = {s.name: s for s in capture.native_structs}
-    wanted = set(meta) | set(native)
-    found = _find_structured_definitions(tree, op, wanted)
-    missing = wanted - found.keys()
+    ufunc = {name: native.pop(name) for name in capture.ufunc_structs}
+    found = _find_structured_definitions(tree, op, set(meta) | set(native))
+    missing = (set(meta) | set(native)) - found.keys()
     if missing:
         raise BadInput(
             f"no definition of {', '.join(sorted(missing))} (TORCH_META_FUNC/TORCH_IMPL_FUNC) under {NATIVE_SOURCES}; "
             f"the structured kernel source of {op!r} is needed to bypass it"
         )
-    impl_files = {found[name][0].rel for name in native}
-    if len(impl_files) != 1:
-        raise BadInput(f"the kernels of {op!r} are defined in several files ({', '.join(sorted(impl_files))}); the tool handles one")
+    kernel_files = {found[name][0].rel for name in (native or meta)}
+    if len(kernel_files) != 1:
+        raise BadInput(f"the kernels of {op!r} are defined in several files ({', '.join(sorted(kernel_files))}); the tool handles one")
     edits = []
     for name, (source, node) in sorted(found.items(), key=lambda item: item[1][1].start_byte):
         snippet = (meta | native)[name]
@@ -158,12 +162,17 @@ def native_source_edits(tree: Tree, capture: Capture) -> list[Edit]:
         edits.append(
             source.edit(
                 source.line_start(node.start_byte),
-                block(op, f"{where} struct written by hand (was {snippet.source})", snippet.text) + "\n",
+                _struct_block(op, where, snippet),
                 f"define the {where} struct {name}",
             )
         )
-    source, last_impl = max((found[name] for name in native), key=lambda item: item[1].end_byte)
-    edits.append(source.edit(source.line_end(last_impl.end_byte - 1), "\n" + scaffolding(capture), "add the CPU structured wrappers and at::native kernels"))
+    carried = "\n".join([*(_struct_block(op, "native", snippet) for snippet in ufunc.values()), scaffolding(capture)])
+    if native:  # right after the op's last TORCH_IMPL_FUNC
+        source, last_impl = max((found[name] for name in native), key=lambda item: item[1].end_byte)
+        edits.append(source.edit(source.line_end(last_impl.end_byte - 1), "\n" + carried, "add the CPU structured wrappers and at::native kernels"))
+    else:  # a ufunc op's impl was generated: at the end of `at::native` in the file of its meta function
+        source = found[next(iter(meta))][0]
+        edits.append(source.edit(_end_of_namespace(source, ("at", "native")), carried + "\n", "add the ufunc native struct, CPU structured wrappers and at::native kernels"))
     includes = [i for i in capture.cpu_includes if i.encode() not in source.src.data]
     if includes:
         edits.append(
@@ -173,6 +182,40 @@ def native_source_edits(tree: Tree, capture: Capture) -> list[Edit]:
                 "include what the CPU wrappers need",
             )
         )
+    return [*edits, *_ufunc_source_edits(tree, capture)]
+
+
+def _struct_block(op: str, where: str, snippet: Snippet) -> str:
+    return block(op, f"{where} struct written by hand (was {snippet.source})", snippet.text) + "\n"
+
+
+def _end_of_namespace(source: SourceFile, name: tuple[str, ...]) -> int:
+    """Start of the line closing the last `namespace a::b {` (or nested a { b {) body in the file."""
+    bodies = [
+        node for node in cpp_syntax.walk(source.src.root)
+        if node.type == "declaration_list" and node.parent.type == "namespace_definition"
+        and cpp_syntax.namespaces(node) == name
+    ]
+    if not bodies:
+        raise BadInput(f"{source.rel}: no `namespace {'::'.join(name)}` to add the op's CPU wrappers to")
+    return source.line_start(max(bodies, key=lambda n: n.end_byte).end_byte - 1)
+
+
+def ufunc_source_path(generated_name: str) -> str:
+    """Per-CPU-capability kernels live in native/cpu/ (the build compiles those once per ISA)."""
+    per_capability = generated_name.startswith("UfuncCPUKernel_")
+    return f"{NATIVE_SOURCES}/cpu/{generated_name}" if per_capability else f"{NATIVE_SOURCES}/{generated_name}"
+
+
+def _ufunc_source_edits(tree: Tree, capture: Capture) -> list[Edit]:
+    """The ufunc codegen's CPU files, now hand-written sources of the tree (new files)."""
+    edits = []
+    for snippet in capture.ufunc_sources:
+        rel = ufunc_source_path(snippet.name)
+        if tree.path(rel).exists():
+            raise BadInput(f"{rel} exists; the bypass of {capture.op!r} would write its ufunc kernel there; move it away first")
+        header = f"// @codemod-bypass {capture.op}: written by hand from torchgen's {snippet.name}; revert deletes this file\n"
+        edits.append(Edit(rel, 0, 0, header + snippet.text, f"carry over the ufunc CPU kernel {snippet.name}"))
     return edits
 
 

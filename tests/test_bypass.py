@@ -7,13 +7,13 @@ from pathlib import Path
 
 import pytest
 
-from codemod import native_yaml
+from codemod import codegen, native_yaml
 from codemod.capture import Capture
 from codemod.plan import make_plan
-from codemod.tree import DERIVATIVES, NATIVE_FUNCTIONS, locate
+from codemod.tree import DERIVATIVES, NATIVE_FUNCTIONS, NATIVE_SOURCES, locate
 from tests.conftest import FIXTURES, run_codemod, snapshot
 
-OPS = ["mul", "sub", "div"]
+OPS = ["mul", "sub", "div", "add"]  # add.out is a ufunc: its CPU kernel files are carried over
 
 
 def changed_lines(before: str, after: str) -> set[int]:
@@ -42,7 +42,7 @@ def test_dry_run_writes_nothing_and_its_patch_applies(tree: Path, op: str) -> No
 
 @pytest.mark.parametrize("op", OPS)
 def test_bypass_verifies_touches_only_the_op_and_reverts_byte_for_byte(tree: Path, op: str) -> None:
-    pristine = snapshot(tree)
+    pristine, pristine_directories = snapshot(tree), directories(tree)
     doc = native_yaml.load(NATIVE_FUNCTIONS, (tree / NATIVE_FUNCTIONS).read_text())
     groups = native_yaml.op_groups(doc, op)
     member_lines = {i for g in groups for m in g.members for i in range(m.entry.first_line, m.entry.end_line)}
@@ -78,8 +78,34 @@ def test_bypass_verifies_touches_only_the_op_and_reverts_byte_for_byte(tree: Pat
     reverted = run_codemod("revert", op, "--tree", str(tree))
     assert reverted.returncode == 0, reverted.stderr
     assert snapshot(tree) == pristine
+    assert directories(tree) == pristine_directories
     twice = run_codemod("revert", op, "--tree", str(tree))
     assert twice.returncode == 2 and "not bypassed" in twice.stderr
+
+
+def directories(root: Path) -> set[str]:
+    return {p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_dir()}
+
+
+def test_ufunc_kernel_becomes_hand_written_sources(tree: Path, tmp_path: Path) -> None:
+    """add.out's CPU kernel came from the ufunc codegen: after the bypass the tree holds it and torchgen no longer writes it."""
+    result = run_codemod("bypass", "add", "--tree", str(tree), "--no-verify")
+    assert result.returncode == 0, result.stderr
+    impl = (tree / NATIVE_SOURCES / "UfuncCPU_add.cpp").read_text()
+    assert "TORCH_IMPL_FUNC(ufunc_add_CPU)" in impl and "DEFINE_DISPATCH(add_stub);" in impl
+    kernel = (tree / NATIVE_SOURCES / "cpu" / "UfuncCPUKernel_add.cpp").read_text()
+    assert "REGISTER_DISPATCH(add_stub, &add_kernel)" in kernel
+    binary_ops = (tree / NATIVE_SOURCES / "BinaryOps.cpp").read_text()
+    assert "struct TORCH_API structured_ufunc_add_CPU : public at::meta::structured_add_Tensor" in binary_ops
+    assert "struct TORCH_API structured_ufunc_add_CUDA" not in binary_ops  # lost with the CUDA kernel, as the summary says
+    assert "kernels the ufunc codegen generated for add.out on other backends (CUDA)" in result.stderr
+
+    out = tmp_path / "generated"
+    codegen.aten(locate(tree), tree / "aten/src/ATen", out)
+    assert (out / "Functions.h").is_file() and not list(out.glob("Ufunc*"))
+
+    reverted = run_codemod("revert", "add", "--tree", str(tree))
+    assert "aten/src/ATen/native/cpu/UfuncCPUKernel_add.cpp  (created by the bypass: deleted)" in reverted.stderr
 
 
 def test_capture_matches_the_kept_fixture(tree: Path) -> None:
@@ -97,7 +123,6 @@ def test_capture_matches_the_kept_fixture(tree: Path) -> None:
         (["bypass", "mull"], "did you mean mul"),
         (["bypass", "mul.Tensor"], "pass the op name 'mul'"),
         (["bypass", "abs"], "only structured ops can be bypassed"),
-        (["bypass", "add"], "has `ufunc_inner_loop`"),
         (["revert", "mul"], "not bypassed"),
     ],
 )
