@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from codemod import capture as capture_step
-from codemod import native_yaml, plan_cpp, plan_yaml
+from codemod import cpp_syntax, native_yaml, plan_cpp, plan_yaml
 from codemod.capture import Capture
 from codemod.plan import op_entries
 from codemod.errors import BadInput, VerificationFailed
@@ -161,33 +161,108 @@ def capture_for(tree: Tree, op: str) -> Capture:
     return captured
 
 
-def _variant_names(capture: Capture) -> dict[str, str]:
-    """The at::native names of the functional, out= and in-place overloads the harness calls."""
+# The tensors the harness passes under these names; every other parameter is an "extra" (alpha, ...).
+TENSOR_PARAMETERS = ("self", "other", "out")
+# Non-default values the checks try for an extra parameter of this type: 0.5 is refused for integer inputs.
+NON_DEFAULT_VALUES = {"at::Scalar": ("2", "0.5")}
+
+
+@dataclass(frozen=True)
+class Parameter:
+    name: str
+    type: str  # as declared, without const and &: what the harness stores
+    default: str | None
+
+
+def parameters(declaration: str) -> list[Parameter]:
+    """The parameters of a C++ function declaration (or definition), in order."""
+    src = cpp_syntax.parse(f"{declaration};".encode())
+    declarator = next(n for n in cpp_syntax.walk(src.root) if n.type == "function_declarator")
+    found = []
+    for param in declarator.child_by_field_name("parameters").named_children:
+        default = param.child_by_field_name("default_value")
+        found.append(Parameter(
+            name=cpp_syntax.text(param.child_by_field_name("declarator")).lstrip("&* "),
+            type=cpp_syntax.text(param.child_by_field_name("type")),
+            default=cpp_syntax.text(default) if default is not None else None,
+        ))
+    return found
+
+
+@dataclass(frozen=True)
+class Signatures:
+    """What the harness calls on each path, read from the captured declarations."""
+
+    extras: list[Parameter]  # the functional's parameters besides self and other, with their defaults
+    calls: dict[str, str]  # harness marker -> C++ call expression
+
+
+def _api(functions, overload: str, name: str, op: str):
+    found = next((f for f in functions if f.overload == overload and f.name == name), None)
+    if found is None:
+        raise BadInput(f"{op}: the harness calls `{name}` ({overload}), which was not captured")
+    return found
+
+
+def signatures(capture: Capture) -> Signatures:
+    """The six calls (functional, out=, in-place; dispatcher and bypass) with each extra argument as `x.NAME`."""
     op = capture.op
-    wanted = {"FUNCTIONAL": f"{op}.Tensor", "OUT": f"{op}.out", "INPLACE": f"{op}_.Tensor"}
-    missing = [o for o in wanted.values() if o not in capture.native_kernels or o not in capture.cpu_wrappers]
-    if missing:
-        raise BadInput(f"{op}: the harness needs CPU structured overloads {', '.join(missing)}, which were not captured")
-    functional = next((f for f in capture.functions if f.overload == wanted["FUNCTIONAL"] and f.name == op), None)
-    if functional is None or functional.declaration.count(",") != 1:
-        raise BadInput(
-            f"{op}: the harness calls `at::{op}(self, other)`; this op's functional API is "
-            f"{functional.declaration if functional else 'missing'}"
-        )
-    return {marker: capture.native_kernels[overload] for marker, overload in wanted.items()}
+    functional = _api(capture.functions, f"{op}.Tensor", op, op)
+    params = parameters(functional.declaration)
+    if [p.name for p in params[:2]] != ["self", "other"]:
+        raise BadInput(f"{op}: the harness calls `at::{op}(self, other, ...)`; the declaration is {functional.declaration}")
+    extras = params[2:]
+    for extra in extras:
+        if extra.default is None or extra.name in TENSOR_PARAMETERS:
+            raise BadInput(
+                f"{op}: `{extra.name}` in {functional.declaration} has no default; the harness calls "
+                f"{op}.Tensor with its defaults and knows no value for it"
+            )
+    extra_names = {e.name for e in extras}
+
+    def call(callee: str, declaration: str) -> str:
+        names = [p.name for p in parameters(declaration)]
+        unknown = [n for n in names if n not in TENSOR_PARAMETERS and n not in extra_names]
+        if unknown:
+            raise BadInput(f"{op}: the harness has no value for {', '.join(unknown)} of {declaration}")
+        return f"{callee}({', '.join(n if n in TENSOR_PARAMETERS else f'x.{n}' for n in names)})"
+
+    def bypass(overload: str) -> str:
+        wrapper = capture.cpu_wrappers.get(overload)
+        snippet = next((s for s in capture.cpu_scaffolding if s.name == wrapper), None)
+        if snippet is None:
+            raise BadInput(f"{op}: the harness needs the CPU structured overload {overload}, which was not captured")
+        return call(f"{ext_namespace(op)}::{capture.native_kernels[overload]}", snippet.text)
+
+    outf = _api(capture.functions, f"{op}.out", f"{op}_outf", op)
+    inplace = _api(capture.methods, f"{op}_.Tensor", f"{op}_", op)
+    return Signatures(extras, {
+        "DISPATCH_FUNCTIONAL": call(f"at::{op}", functional.declaration),
+        "BYPASS_FUNCTIONAL": bypass(f"{op}.Tensor"),
+        "DISPATCH_OUT": call(f"at::{op}_outf", outf.declaration),
+        "BYPASS_OUT": bypass(f"{op}.out"),
+        "DISPATCH_INPLACE": call(f"self.{op}_", inplace.declaration),
+        "BYPASS_INPLACE": bypass(f"{op}_.Tensor"),
+    })
 
 
 def render(capture: Capture) -> str:
     """The harness source: plan_cpp's rendering of the scaffolding, in the extension's namespace."""
-    names = _variant_names(capture)
+    sigs = signatures(capture)
     includes = [i for i in capture.cpu_includes if "Functions.h>" not in i and "library.h>" not in i]
+    variants = [
+        f'  {{ Extra x; x.{e.name} = {value}; all.push_back({{", {e.name}={value}", x}}); }}'
+        for e in sigs.extras for value in NON_DEFAULT_VALUES.get(e.type, ())
+    ]
     text = HARNESS_TEMPLATE.read_text()
     replacements = {
         "@SCAFFOLDING@": plan_cpp.scaffolding(capture),
         "@INCLUDES@": "\n".join(includes),
         "@NS@": ext_namespace(capture.op),
         "@OP@": capture.op,
-        **{f"@{marker}@": name for marker, name in names.items()},
+        "@EXTRA_FIELDS@": "\n".join(f"  {e.type} {e.name} = {e.default};" for e in sigs.extras),
+        "@VARIANTS@": "\n".join(variants),
+        **{f"@{marker}@": expression for marker, expression in sigs.calls.items()},
     }
     for marker, value in replacements.items():
         text = text.replace(marker, value)
