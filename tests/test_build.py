@@ -1,6 +1,6 @@
-"""`codemod build`/`bench` on our target_tree/: real torchgen, real g++, real libtorch, no mocks.
+"""`codemod build`/`bench` on our target_tree/: real torchgen, real g++, real libtorch, valgrind, no mocks.
 
-The first build compiles (about 30-40 s); everything after reuses its cache.
+The first build of each op compiles (about 30-40 s); everything after reuses its cache.
 Timings are never asserted, except that a cache hit takes under a second.
 """
 from __future__ import annotations
@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from codemod import build, plan_cpp
+from codemod import bench, build, plan_cpp
 from codemod.errors import VerificationFailed
 from codemod.tree import locate
 from tests.conftest import TARGET_TREE, run_codemod
@@ -38,6 +38,11 @@ def built(cache: Path) -> build.Built:
     return result
 
 
+@pytest.fixture(scope="module")
+def built_sub(cache: Path) -> build.Built:
+    return build.build(locate(TARGET_TREE), "sub")
+
+
 def test_extension_holds_the_bypass_scaffolding_verbatim_in_its_own_namespace(built: build.Built) -> None:
     capture = build.capture_for(locate(TARGET_TREE), "mul")
     source = built.source.read_text()
@@ -51,12 +56,69 @@ def test_extension_holds_the_bypass_scaffolding_verbatim_in_its_own_namespace(bu
 def test_bypass_agrees_with_the_dispatcher(built: build.Built) -> None:
     checked = build.run_checks(built.executable)
     assert checked.ok, checked.output
-    for case in ("float32", "float64", "int64", "bool", "complex64", "broadcast", "non-contiguous",
-                 "0-dim", "empty", "out= wrong dtype", "out= resize", "in-place broadcasts self"):
+    for case in ("float32", "float64", "int64", "bool", "complex64", "broadcast", "promotion", "non-contiguous",
+                 "channels-last", "0-dim", "empty", "out= wrong dtype", "out= resize", "in-place broadcasts self"):
         assert case in checked.output
     assert "in-place broadcasts self) in-place  (both raise" in checked.output
     assert "out= wrong dtype (float inputs, int64 out)  (both raise" in checked.output
-    assert checked.failed == 0 and checked.passed >= 50
+    assert checked.failed == 0 and checked.passed >= 70
+    assert "alpha" not in checked.output  # mul has no extra arguments
+
+
+def test_harness_passes_extra_arguments_from_the_captured_signature() -> None:
+    sigs = build.signatures(build.capture_for(locate(TARGET_TREE), "sub"))
+    assert sigs.extras == [build.Parameter("alpha", "at::Scalar", "1")]
+    assert sigs.calls["DISPATCH_FUNCTIONAL"] == "at::sub(self, other, x.alpha)"
+    assert sigs.calls["BYPASS_OUT"] == "codemod_ext_sub::sub_out(self, other, x.alpha, out)"
+    assert sigs.calls["DISPATCH_INPLACE"] == "self.sub_(other, x.alpha)"
+
+
+def test_sub_with_alpha_agrees_with_the_dispatcher(built_sub: build.Built) -> None:
+    checked = build.run_checks(built_sub.executable)
+    assert checked.ok, checked.output
+    for variant in ("", ", alpha=2", ", alpha=0.5"):
+        for form in ("functional", "out= (resized)", "in-place"):
+            assert f"float32 [3,4]{variant} {form}  (Float[3, 4]" in checked.output
+    # an integral op refuses a floating alpha, on both paths
+    assert "int64 [3,4], alpha=0.5 functional  (both raise: For integral input tensors, argument alpha" in checked.output
+    assert "bool [3,4] functional  (both raise: Subtraction, the `-` operator, with two bool tensors" in checked.output
+
+
+def test_profiler_and_autograd_see_the_dispatcher_path_only(built: build.Built) -> None:
+    observed = bench.observe(built.executable)
+    assert observed["dispatch"] == {"profiler_events": ["aten::mul"], "requires_grad": True, "grad_fn": "MulBackward0"}
+    assert observed["bypass"] == {"profiler_events": [], "requires_grad": False, "grad_fn": None}
+
+
+def test_callgrind_call_paths_show_what_only_the_dispatcher_runs(built: build.Built, tmp_path: Path) -> None:
+    calls = 20
+    graphs = {
+        path: bench.parse_callgrind(bench.callgrind_run(built.executable, path, calls, tmp_path, client_requests=True))
+        for path in bench.PATHS
+    }
+    report = bench.call_paths("mul", graphs, calls)
+    dispatch = [step["function"] for step in report["call_path"]["dispatch"]]
+    bypass = [step["function"] for step in report["call_path"]["bypass"]]
+    assert dispatch[:2] == ["dispatch_functional", "at::_ops::mul_Tensor::call"]
+    assert "torch::autograd::VariableType::mul_Tensor" in dispatch and "at::_ops::mul_Tensor::redispatch" in dispatch
+    assert bypass == ["bypass_functional", "codemod_ext_mul::mul", "codemod_ext_mul::codemod_bypass_mul::wrapper_CPU_mul_Tensor"]
+    # both end in the same CPU wrapper: libtorch's copy and the extension's
+    assert dispatch[-1] == "at::wrapper_CPU_mul_Tensor"
+    only = {f["function"] for f in report["dispatcher_only"]}
+    assert {"at::_ops::mul_Tensor::call", "torch::autograd::VariableType::mul_Tensor",
+            "at::_ops::mul_Tensor::redispatch", "c10::impl::OperatorEntry::lookup"} <= only
+    assert not only & set(bypass)
+    assert report["dispatcher_only_self_per_call"] > 0
+
+
+def test_short_names_drop_templates_parameters_and_return_types() -> None:
+    assert bench.short_name("bool torch::autograd::compute_requires_grad<at::Tensor const&>(at::Tensor const&)") == (
+        "torch::autograd::compute_requires_grad"
+    )
+    assert bench.short_name(
+        "torch::autograd::VariableType::(anonymous namespace)::mul_Tensor(c10::DispatchKeySet, at::Tensor const&)"
+    ) == "torch::autograd::VariableType::mul_Tensor"
+    assert bench.short_name("c10::TensorImpl::requires_grad() const") == "c10::TensorImpl::requires_grad"
 
 
 def test_second_build_is_a_cache_hit_under_a_second(built: build.Built) -> None:
@@ -84,3 +146,17 @@ def test_cli_build_and_bench_json(built: build.Built) -> None:
     report = json.loads(result.stdout)
     (row,) = report["wall"]
     assert row["numel"] == 2 and row["dispatch_ns"] > 0 and row["bypass_ns"] > 0
+    assert report["observed"]["dispatch"]["profiler_events"] == ["aten::mul"]
+    assert report["observed"]["bypass"]["grad_fn"] is None
+    assert report["callgrind"] is None
+
+
+def test_cli_bench_plot_writes_a_png(built: build.Built, tmp_path: Path) -> None:
+    pytest.importorskip("matplotlib")  # the `plot` extra
+    png = tmp_path / "mul.png"
+    result = run_codemod("bench", "mul", "--tree", str(TARGET_TREE), "--no-callgrind", "--size", "2", "--size", "4096",
+                         "--plot", str(png))
+    assert result.returncode == 0, result.stderr
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "dispatcher: profiler records aten::mul; requires_grad input -> grad_fn MulBackward0" in result.stdout
+    assert "bypass: profiler records nothing; requires_grad input -> grad_fn none" in result.stdout
