@@ -242,14 +242,19 @@ def table(op: str, times: list[dict], observed: dict[str, dict], counts: dict | 
     return "\n".join(lines)
 
 
-def plot(op: str, times: list[dict], destination: Path) -> None:
-    """A PNG of ns/call of both paths, and their ratio, against tensor size."""
-    try:  # optional: only `--plot` needs it
+def pyplot():
+    """matplotlib's pyplot, headless. Imported only for `--plot` (the optional `plot` extra), before measuring."""
+    try:
         import matplotlib
         matplotlib.use("Agg")
         from matplotlib import pyplot
     except ImportError:
         raise BadInput("--plot needs matplotlib: pip install -e '.[plot]' (or drop --plot)") from None
+    return pyplot
+
+
+def plot(op: str, times: list[dict], destination: Path, pyplot) -> None:
+    """A PNG of ns/call of both paths, and their ratio, against tensor size."""
     sizes = [row["numel"] for row in times]
     figure, (timing, ratio) = pyplot.subplots(2, 1, sharex=True, figsize=(7, 7))
     timing.plot(sizes, [row["dispatch_ns"] for row in times], "o-", label=f"dispatcher at::{op}")

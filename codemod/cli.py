@@ -157,16 +157,27 @@ def build(op: str, tree_root: Path, no_check: bool, verbose: bool) -> None:
 @TREE_OPTION
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of a table.")
 @click.option("--no-callgrind", is_flag=True, help="Skip the instruction counts (valgrind takes ~30 s).")
-@click.option("--size", "sizes", type=int, multiple=True, help="Tensor sizes (elements) to time; default 1, 2, 1e3, 1e6.")
-def bench(op: str, tree_root: Path, as_json: bool, no_callgrind: bool, sizes: tuple[int, ...]) -> None:
-    """Time at::OP through the dispatcher against the bypass, in one process; count instructions/call."""
+@click.option("--size", "sizes", type=click.IntRange(min=1), multiple=True,
+              help="Tensor sizes (elements) to time; default 1, 2, 16, 256, 4096, 65536, 1048576.")
+@click.option("--plot", "plot_file", type=click.Path(dir_okay=False, path_type=Path),
+              help="Also write a PNG of ns/call and ratio against size (needs the `plot` extra: matplotlib).")
+def bench(op: str, tree_root: Path, as_json: bool, no_callgrind: bool, sizes: tuple[int, ...], plot_file: Path | None) -> None:
+    """Time at::OP through the dispatcher against the bypass, in one process; count instructions/call;
+    show what the profiler and autograd see on each path."""
     def action() -> None:
+        pyplot = bench_step.pyplot() if plot_file is not None else None
         built = build_step.build(locate(tree_root), op)
         times = bench_step.wall_times(built.executable, sizes or bench_step.SIZES)
-        counts = None if no_callgrind else bench_step.instructions(built.executable)
+        observed = bench_step.observe(built.executable)
+        counts = None if no_callgrind else bench_step.callgrind(built.executable, op)
+        if plot_file is not None:
+            bench_step.plot(op, times, plot_file, pyplot)
+            _say(f"plot written to {plot_file}")
         if as_json:
-            click.echo(json.dumps({"op": op, "executable": str(built.executable), "wall": times, "callgrind": counts}))
+            click.echo(json.dumps(
+                {"op": op, "executable": str(built.executable), "wall": times, "observed": observed, "callgrind": counts}
+            ))
         else:
-            click.echo(bench_step.table(op, times, counts))
+            click.echo(bench_step.table(op, times, observed, counts))
 
     _run(action)
