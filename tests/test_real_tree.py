@@ -1,7 +1,7 @@
 """Issue "works on PyTorch itself": bypass on the full real tree built from the torch wheel.
 
-One module-scoped fixture does the expensive work once: build the tree, bypass `mul`
-then `div` through the real CLI (`--no-verify`: the fixture runs the tree's own codegen
+One module-scoped fixture does the expensive work once: build the tree, bypass `mul`,
+`div` and `add` (a ufunc) through the real CLI (`--no-verify`: the fixture runs the tree's own codegen
 itself, once for both ops), regenerate ATen with per-operator headers next to the autograd
 codegen, and compile the rewritten sources against the regenerated headers (in parallel).
 The tests then assert on what was recorded; reverts and the byte comparison come last.
@@ -31,6 +31,9 @@ GEN_VARIABLE_TYPE = "tools/autograd/gen_variable_type.py"
 BINARY_OPS = "aten/src/ATen/native/BinaryOps.cpp"
 CALLERS = ("torch/csrc/jit/runtime/static/ops.cpp", "torch/csrc/autograd/VariableTypeManual.cpp")
 MUL_ENTRIES = ("mul.Tensor", "mul_.Tensor", "mul.out")
+ADD_ENTRIES = ("add.Tensor", "add_.Tensor", "add.out")
+UFUNC_SOURCES = ("aten/src/ATen/native/UfuncCPU_add.cpp", "aten/src/ATen/native/cpu/UfuncCPUKernel_add.cpp")
+BYPASSED = ("mul", "div", "add")
 DIV_ENTRIES = ("div.Tensor", "div_.Tensor", "div.out", "div.Tensor_mode", "div_.Tensor_mode", "div.out_mode")
 
 CALLS_CPP = """\
@@ -44,6 +47,8 @@ at::Tensor use_bypassed_api(const at::Tensor& a, const at::Tensor& b, at::Tensor
   at::Tensor d = at::div(a, b);
   at::div_out(o, a, b, "floor");
   d.div_(u, "trunc");
+  at::add_out(o, at::add(a, b, 2), t);
+  d.add_(t, 0.5);
   // The dispatcher entries are still generated, under their renamed names: this proves
   // the regenerated headers (not the wheel's) are the ones compiled against.
   at::Tensor (*dispatched)(const at::Tensor&, const at::Tensor&) = &at::__dispatch_mul;
@@ -66,6 +71,7 @@ class RealTree:
     out: Path  # = include/ATen, torchgen's output
     before: dict[str, str]  # files as they were before any bypass
     after_mul: dict[str, str]  # the same files right after `bypass mul`
+    after_div: dict[str, str]  # and right after `bypass div`, which came next
     runs: dict[str, subprocess.CompletedProcess[str]] = field(default_factory=dict)
     compiles: dict[str, subprocess.CompletedProcess[str]] = field(default_factory=dict)
 
@@ -140,13 +146,14 @@ def real(tmp_path_factory: pytest.TempPathFactory) -> RealTree:
     write_tree_from_torch(dest, TARGET_TREE)
     shutil.copytree(dest, pristine, symlinks=True)
     files = (NATIVE, DERIVATIVES, GEN_VARIABLE_TYPE)
-    state = RealTree(dest, pristine, include, include / "ATen", _read(dest, *files), {})
+    state = RealTree(dest, pristine, include, include / "ATen", _read(dest, *files), {}, {})
 
-    state.runs["bypass add"] = run_codemod("bypass", "add", "--tree", str(dest))
     state.runs["bypass mul"] = run_codemod("bypass", "mul", "--tree", str(dest), "--no-verify")
     state.after_mul = _read(dest, *files)
     state.runs["bypass div"] = run_codemod("bypass", "div", "--tree", str(dest), "--no-verify")
-    if any(state.runs[f"bypass {op}"].returncode != 0 for op in ("mul", "div")):
+    state.after_div = _read(dest, *files)
+    state.runs["bypass add"] = run_codemod("bypass", "add", "--tree", str(dest), "--no-verify")
+    if any(state.runs[f"bypass {op}"].returncode != 0 for op in BYPASSED):
         return state  # the tests report the CLI's own words
 
     include.mkdir()
@@ -164,6 +171,10 @@ def real(tmp_path_factory: pytest.TempPathFactory) -> RealTree:
         "calls.cpp": (calls,),
         "Functions.cpp": (state.out / "Functions.cpp",),
         "TensorMethods.cpp": (state.out / "core/TensorMethods.cpp",),
+        # add's ufunc kernel, now sources of the tree; the kernel file is built once per CPU
+        # capability and includes the tree's own ATen/native/ufunc/add.h
+        **{Path(rel).name: (dest / rel, "-DCPU_CAPABILITY=DEFAULT", "-DCPU_CAPABILITY_DEFAULT", f"-idirafter{dest / 'aten/src'}")
+           for rel in UFUNC_SOURCES},
     }
     with ThreadPoolExecutor(max_workers=os.cpu_count() or 2) as pool:
         futures = {name: pool.submit(_compile, include, *job) for name, job in jobs.items()}
@@ -208,10 +219,20 @@ def _stderr(run: subprocess.CompletedProcess[str]) -> str:
     return "\n".join((run.stderr or run.stdout).strip().splitlines()[-25:])
 
 
-def test_add_is_refused_because_of_its_ufunc_kernel(real: RealTree) -> None:
+def test_bypass_add_on_top_of_mul_and_div_touches_only_the_add_entries(real: RealTree) -> None:
     run = real.runs["bypass add"]
-    assert run.returncode == 2, run.stderr
-    assert "ufunc_inner_loop" in run.stderr and "add.out" in run.stderr and "cannot be bypassed" in run.stderr
+    assert run.returncode == 0, run.stderr
+    after = _read(real.dest, NATIVE, DERIVATIVES, GEN_VARIABLE_TYPE)
+    spans = _entries(real.after_div[NATIVE], "func")
+    touched, _, _ = _changed_lines(real.after_div[NATIVE], after[NATIVE])
+    assert touched <= {i for name in ADD_ENTRIES for i in spans[name]}
+    for name in ADD_ENTRIES:
+        assert touched & set(spans[name]), f"{name} unchanged"
+    assert "ufunc_inner_loop" not in "\n".join(after[NATIVE].splitlines()[spans["add.out"].start : spans["add.out"].stop + 3])
+    formulas = _entries(real.after_div[DERIVATIVES], "name")
+    _assert_only_deleted_within(real.after_div[DERIVATIVES], after[DERIVATIVES], formulas["add.Tensor"])
+    for rel in UFUNC_SOURCES:
+        assert (real.dest / rel).read_text().startswith("// @codemod-bypass add: written by hand from torchgen's")
 
 
 def test_bypass_mul_exits_0_and_touches_only_the_mul_entries(real: RealTree) -> None:
@@ -243,7 +264,7 @@ def test_bypass_mul_exits_0_and_touches_only_the_mul_entries(real: RealTree) -> 
 def test_bypass_div_on_top_of_mul_touches_only_the_div_entries(real: RealTree) -> None:
     run = real.runs["bypass div"]
     assert run.returncode == 0, run.stderr
-    after = _read(real.dest, NATIVE, DERIVATIVES, GEN_VARIABLE_TYPE)
+    after = real.after_div
     spans = _entries(real.after_mul[NATIVE], "func")
     touched, _, _ = _changed_lines(real.after_mul[NATIVE], after[NATIVE])
     assert touched <= {i for name in DIV_ENTRIES for i in spans[name]}
@@ -270,11 +291,12 @@ def test_the_trees_own_codegen_runs_clean(real: RealTree) -> None:
     # the structured scaffolding is no longer generated: no meta struct, no at::cpu::mul
     assert not (real.out / "ops/mul_meta.h").exists() and not (real.out / "ops/mul_cpu_dispatch.h").exists()
     assert "structured_mul_Tensor" not in (real.out / "NativeMetaFunctions.h").read_text()
+    assert not list(real.out.glob("Ufunc*_add.*"))  # the tree now holds add's CPU kernel itself
 
 
 @pytest.mark.parametrize("unit", [
     "BinaryOps.cpp", "ops.cpp", "VariableTypeManual.cpp",
-    "calls.cpp", "Functions.cpp", "TensorMethods.cpp",
+    "calls.cpp", "Functions.cpp", "TensorMethods.cpp", "UfuncCPU_add.cpp", "UfuncCPUKernel_add.cpp",
 ])
 def test_regenerated_headers_compile(real: RealTree, unit: str) -> None:
     assert unit in real.compiles, "the bypass or the codegen failed; nothing compiled"
@@ -284,7 +306,7 @@ def test_regenerated_headers_compile(real: RealTree, unit: str) -> None:
 
 
 def test_revert_restores_every_byte(real: RealTree) -> None:
-    for op in ("div", "mul"):
+    for op in reversed(BYPASSED):
         if real.runs[f"bypass {op}"].returncode == 0:
             run = run_codemod("revert", op, "--tree", str(real.dest))
             assert run.returncode == 0, run.stderr
