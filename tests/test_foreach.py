@@ -123,6 +123,28 @@ def test_analysis_finds_the_foreach_ops_reusing_mul(tree, mul_losses):
         assert "mul.Tensor" in loss.why
 
 
+# Formulas whose removal the reduced analysis must judge as the whole-file one does:
+# binary ops with Tensor overloads, the alpha-less foreach overloads of add/sub
+# (_skip_argument_len_check), zero_ (an in-place reference), a pointwise ternary op.
+SEVERAL_FORMULAS = ("mul.Tensor", "div.Tensor", "add.Tensor", "sub.Tensor", "sub.Scalar",
+                    "zero_", "lerp.Scalar", "addcdiv", "pow.Tensor_Scalar")
+
+
+def test_reduced_analysis_agrees_with_the_whole_files(tree):
+    """One edit removing several formulas, so the whole-file loader runs once."""
+    edited = tree.path(DERIVATIVES).read_text()
+    for name in SEVERAL_FORMULAS:
+        edited = without_formula(edited, name)
+    reduced = foreach_autograd_losses(tree, edited)
+    assert reduced == foreach_autograd_losses(tree, edited, whole_files=True)
+    referenced = {ref for loss in reduced for ref in loss.references}
+    assert referenced == set(SEVERAL_FORMULAS)
+
+
+def test_unchanged_formulas_lose_nothing(tree):
+    assert foreach_autograd_losses(tree, tree.path(DERIVATIVES).read_text()) == []
+
+
 def test_exemption_lets_the_autograd_codegen_run(tree, mul_losses, tmp_path):
     edited, losses = mul_losses
     edits = exempt_foreach_ops(tree, [loss.overload for loss in losses], op="mul")
