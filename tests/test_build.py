@@ -79,6 +79,13 @@ def test_ops_with_alpha_agree_with_the_dispatcher(cache: Path, op: str) -> None:
     assert "int64 [3,4], alpha=0.5 functional  (both raise: For integral input tensors, argument alpha" in checked.output
 
 
+def test_div_agrees_with_the_dispatcher_nan_for_nan(cache: Path) -> None:
+    checked = build.run_checks(build.build(locate(TARGET_TREE), "div").executable)
+    assert checked.ok, checked.output
+    # bool / bool divides 0 by 0 somewhere: NaN on both paths counts as equal
+    assert "ok   bool [3,4] functional  (Float[3, 4]" in checked.output
+
+
 def test_profiler_and_autograd_see_the_dispatcher_path_only(built: build.Built) -> None:
     observed = bench.observe(built.executable)
     assert observed["dispatch"] == {"profiler_events": ["aten::mul"], "requires_grad": True, "grad_fn": "MulBackward0"}
