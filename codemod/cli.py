@@ -12,7 +12,7 @@ import click
 
 from codemod import bench as bench_step
 from codemod import build as build_step
-from codemod import journal, patch
+from codemod import catalog, journal, patch
 from codemod.errors import EXIT_OK, CodemodError, VerificationFailed
 from codemod.plan import Plan, make_plan
 from codemod.tree import Tree, locate
@@ -108,6 +108,27 @@ def status(tree_root: Path) -> None:
             changed = journal.changed_since(tree, entry)
             state = f"changed since: {', '.join(changed)}" if changed else "matches the journal"
             _say(f"{entry.op} ({', '.join(entry.overloads)}): {len(entry.files)} files, {state}")
+
+    _run(action)
+
+
+@main.command()
+@TREE_OPTION
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object: every op with its status.")
+@click.option("--bypassable", "only_bypassable", is_flag=True, help="List only the ops `bypass` can take.")
+def ops(tree_root: Path, as_json: bool, only_bypassable: bool) -> None:
+    """Every op of the tree's yaml: can `bypass` take it, and if not, why."""
+
+    def action() -> None:
+        statuses = catalog.catalog(locate(tree_root))
+        shown = [s for s in statuses if s.bypassable or not only_bypassable]
+        if as_json:
+            click.echo(json.dumps({"ops": [s.to_dict() for s in shown]}, indent=1))
+            return
+        for status in shown:
+            detail = ", ".join(status.overloads) if status.bypassable else "; ".join(filter(None, (status.reason, status.detail)))
+            click.echo(f"{status.op:<40} {'yes' if status.bypassable else 'no':<4} {detail}")
+        _say(catalog.summary(statuses))
 
     _run(action)
 

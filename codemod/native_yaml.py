@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import difflib
 import re
+from collections import defaultdict
 from dataclasses import dataclass
+from functools import cached_property
 
 import yaml
 from ruamel.yaml import YAML
@@ -68,9 +70,6 @@ class ParsedEntry:
     def name(self) -> str:
         return self.entry.name
 
-    def is_manual(self) -> bool:
-        return self.values.get("manual_cpp_binding") is True
-
 
 
 @dataclass(frozen=True)
@@ -95,7 +94,7 @@ class NativeYaml:
     text: str
     lines: tuple[str, ...]  # with line endings
     entries: tuple[Entry, ...]
-    values: object  # the whole file as torchgen's loader reads it
+    values: list[dict]  # the loader's entries, in the order of `entries`
 
     def entry_text(self, entry: Entry) -> str:
         return "".join(self.lines[entry.first_line : entry.end_line])
@@ -103,11 +102,36 @@ class NativeYaml:
     def by_name(self) -> dict[str, Entry]:
         return {e.name: e for e in self.entries}
 
+    @cached_property
+    def indices_by_base(self) -> dict[str, list[int]]:
+        """"mul_" -> indices of mul_.Tensor, mul_.Scalar, ..."""
+        index: dict[str, list[int]] = defaultdict(list)
+        for i, entry in enumerate(self.entries):
+            index[entry.base].append(i)
+        return index
+
+    @cached_property
+    def delegates_of(self) -> dict[str, list[int]]:
+        """"mul.out" -> indices of the entries with `structured_delegate: mul.out`."""
+        index: dict[str, list[int]] = defaultdict(list)
+        for i, values in enumerate(self.values):
+            if "structured_delegate" in values:
+                index[values["structured_delegate"]].append(i)
+        return index
+
+
+def op_name(base: str) -> str:
+    """The op an entry belongs to: "mul_" -> "mul"; dunder names ("__iand__") are their own op."""
+    return base[:-1] if base.endswith("_") and not base.endswith("__") else base
+
 
 def load(rel_path: str, text: str) -> NativeYaml:
     values = parse(rel_path, text)
     lines = split_lines(text)
-    return NativeYaml(rel_path, text, lines, tuple(split_entries(rel_path, lines, _FUNC_LINE)), values)
+    entries = tuple(split_entries(rel_path, lines, _FUNC_LINE))
+    if not isinstance(values, list) or len(values) != len(entries):
+        raise BadInput(f"{rel_path}: expected a list of `- func:` entries at column 0; fix the file's layout")
+    return NativeYaml(rel_path, text, lines, entries, values)
 
 
 def split_lines(text: str) -> tuple[str, ...]:
@@ -151,12 +175,6 @@ def parse_entry(doc: NativeYaml, entry: Entry) -> ParsedEntry:
     except RuamelError as error:
         raise BadInput(f"{doc.rel_path}:{entry.first_line + 1}: cannot parse {entry.name}: {error}")
     mapping = items[0]
-    unknown = sorted(set(mapping) - KNOWN_KEYS)
-    if unknown:
-        raise BadInput(
-            f"{doc.rel_path}:{entry.first_line + 1}: {entry.name} has keys the tool does not understand: "
-            f"{', '.join(unknown)}; it will not guess how they interact with a bypass"
-        )
     key_lines = [(key, mapping.lc.key(key)) for key in mapping]
     spans = {}
     for key, (line, column) in key_lines:
@@ -181,48 +199,97 @@ def _plain(value: object) -> object:
     return value
 
 
-def op_groups(doc: NativeYaml, op: str) -> list[OpGroup]:
-    """The structured groups whose out entry is `op.*`, each with its delegates."""
+class NotBypassable(BadInput):
+    """The op exists but the tool cannot bypass it; `reason` is the short form `codemod ops` lists."""
+
+    def __init__(self, message: str, reason: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+
+
+@dataclass(frozen=True)
+class GroupIndex:
+    """A structured group as indices into `NativeYaml.entries` (and `.values`)."""
+
+    out: int
+    delegates: tuple[int, ...]
+
+
+def find_groups(doc: NativeYaml, op: str) -> list[GroupIndex]:
+    """The structured groups whose out entry is `op.*`, validated from the loader's values (fast)."""
     if "." in op:
         raise BadInput(f"{op!r} is an overload name; pass the op name {op.split('.')[0]!r}, its overloads are found from {doc.rel_path}")
-    named = [e for e in doc.entries if e.base in (op, op + "_")]
+    named = [*doc.indices_by_base.get(op, []), *doc.indices_by_base.get(op + "_", [])]
     if not named:
         bases = sorted({e.base.rstrip("_") for e in doc.entries})
         close = difflib.get_close_matches(op, bases, n=3)
         hint = f"; did you mean {', '.join(close)}?" if close else ""
         raise BadInput(f"unknown op {op!r}: no entry named {op}.* in {doc.rel_path}{hint}")
-    parsed = [parse_entry(doc, e) for e in named]
-    outs = [p for p in parsed if p.values.get("structured") is True and p.entry.base == op]
+    outs = [i for i in named if doc.entries[i].base == op and doc.values[i].get("structured") is True]
     if not outs:
-        manual = [p.name for p in parsed if p.is_manual()]
+        manual = [doc.entries[i].name for i in named if doc.values[i].get("manual_cpp_binding") is True]
         why = f"{', '.join(manual)} already have `manual_cpp_binding`" if manual else "none has `structured: True`"
-        raise BadInput(
+        raise NotBypassable(
             f"op {op!r} has no structured kernel in {doc.rel_path} "
-            f"(entries {', '.join(p.name for p in parsed)}; {why}); only structured ops can be bypassed"
+            f"(entries {', '.join(doc.entries[i].name for i in named)}; {why}); only structured ops can be bypassed",
+            "already manual_cpp_binding" if manual else "not structured",
         )
     groups = []
     for out in outs:
-        delegates = tuple(
-            parse_entry(doc, e)
-            for e in doc.entries
-            if _delegate_target(doc, e) == out.name
-        )
-        groups.append(OpGroup(out, delegates))
-    for group in groups:
-        for member in group.members:
-            for key, why in UNSUPPORTED_STRUCTURED_KEYS.items():
-                if key in member.values:
-                    line = member.keys[key].first_line + 1
-                    raise BadInput(f"{doc.rel_path}:{line}: {member.name} has `{key}`: {why}; op {op!r} cannot be bypassed by this tool")
+        groups.append(GroupIndex(out, tuple(doc.delegates_of.get(doc.entries[out].name, []))))
+        _check_group(doc, op, groups[-1])
     return groups
 
 
-_DELEGATE_LINE = re.compile(r"^\s+structured_delegate:\s*(\S+)")
+def _check_group(doc: NativeYaml, op: str, group: GroupIndex) -> None:
+    out, out_values = doc.entries[group.out], doc.values[group.out]
+    for index in (*group.delegates, group.out):
+        entry, values = doc.entries[index], doc.values[index]
+        unknown = sorted(set(values) - KNOWN_KEYS)
+        if unknown:
+            raise NotBypassable(
+                f"{doc.rel_path}:{entry.first_line + 1}: {entry.name} has keys the tool does not understand: "
+                f"{', '.join(unknown)}; it will not guess how they interact with a bypass",
+                f"unknown keys {', '.join(unknown)}",
+            )
+        for key, why in UNSUPPORTED_STRUCTURED_KEYS.items():
+            if key in values:
+                raise NotBypassable(
+                    f"{doc.rel_path}:{_key_line(doc, entry, key) + 1}: {entry.name} has `{key}`: {why}; "
+                    f"op {op!r} cannot be bypassed by this tool",
+                    f"`{key}`",
+                )
+    if not any(doc.entries[i].base == op for i in group.delegates):
+        raise NotBypassable(
+            f"{doc.rel_path}:{out.first_line + 1}: no functional entry ({op} or {op}.<overload>) delegates to {out.name}; "
+            "the bypass writes the functional API from it",
+            "no functional variant",
+        )
+    if cpu_kernel(out_values) is None and "ufunc_inner_loop" not in out_values:
+        raise NotBypassable(
+            f"{doc.rel_path}:{out.first_line + 1}: {out.name} has no CPU kernel in its `dispatch`; the bypass calls the CPU kernel",
+            "no CPU kernel",
+        )
 
 
-def _delegate_target(doc: NativeYaml, entry: Entry) -> str | None:
-    for line in doc.lines[entry.first_line : entry.end_line]:
-        match = _DELEGATE_LINE.match(line)
-        if match:
-            return match.group(1)
+def cpu_kernel(values: dict) -> str | None:
+    """The kernel an entry's `dispatch` names for CPU (`CPU, CUDA: mul_out` -> mul_out)."""
+    for keys, kernel in (values.get("dispatch") or {}).items():
+        if "CPU" in (key.strip() for key in str(keys).split(",")):
+            return kernel
     return None
+
+
+def _key_line(doc: NativeYaml, entry: Entry, key: str) -> int:
+    for line in range(entry.first_line, entry.end_line):
+        if re.match(rf"\s+{key}:", doc.lines[line]):
+            return line
+    return entry.first_line
+
+
+def op_groups(doc: NativeYaml, op: str) -> list[OpGroup]:
+    """The op's structured groups, each entry parsed round-trip for its key spans."""
+    return [
+        OpGroup(parse_entry(doc, doc.entries[g.out]), tuple(parse_entry(doc, doc.entries[i]) for i in g.delegates))
+        for g in find_groups(doc, op)
+    ]

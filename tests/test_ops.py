@@ -1,0 +1,58 @@
+"""`codemod ops`: what it lists as bypassable, `bypass` takes; what it refuses, it says why."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from codemod.fromtorch import write_tree_from_torch
+from tests.conftest import TARGET_TREE, run_codemod
+
+
+def ops_json(tree: Path) -> dict[str, dict]:
+    result = run_codemod("ops", "--tree", str(tree), "--json")
+    assert result.returncode == 0, result.stderr
+    return {status["op"]: status for status in json.loads(result.stdout)["ops"]}
+
+
+def test_target_tree_catalog_and_every_bypassable_op_dry_runs(tree: Path) -> None:
+    statuses = ops_json(tree)
+    bypassable = sorted(op for op, status in statuses.items() if status["bypassable"])
+    assert {"mul", "sub", "div", "add"} <= set(bypassable)
+    assert statuses["mul"]["overloads"] == ["mul.Tensor", "mul_.Tensor", "mul.out"]
+    assert statuses["abs"]["reason"] == "not structured"
+    assert statuses["requires_grad"]["reason"] == "already manual_cpp_binding"
+    for op in bypassable:
+        run = run_codemod("bypass", op, "--tree", str(tree), "--dry-run")
+        assert run.returncode == 0, f"{op}: {run.stderr}"
+    for op, status in statuses.items():
+        if not status["bypassable"]:
+            assert run_codemod("bypass", op, "--tree", str(tree), "--dry-run").returncode == 2, op
+
+
+def test_a_bypassed_op_is_listed_as_such(tree: Path) -> None:
+    assert run_codemod("bypass", "mul", "--tree", str(tree), "--no-verify").returncode == 0
+    status = ops_json(tree)["mul"]
+    assert not status["bypassable"] and status["reason"] == "bypassed"
+    text = run_codemod("ops", "--tree", str(tree), "--bypassable")
+    assert "mul " not in text.stdout and text.stdout.startswith("add ")
+
+
+@pytest.fixture(scope="module")
+def real_tree(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    dest = tmp_path_factory.mktemp("ops") / "tree"
+    write_tree_from_torch(dest, TARGET_TREE)
+    return dest
+
+
+def test_real_tree_reasons(real_tree: Path) -> None:
+    statuses = ops_json(real_tree)
+    assert len(statuses) > 1000
+    assert {"mul", "sub", "div", "add"} <= {op for op, s in statuses.items() if s["bypassable"]}
+    assert statuses["cat"]["reason"] == "`precomputed`"
+    # structured in the yaml, but the wheel ships no Sorting.cpp: the tree lacks the kernels to move
+    assert statuses["sort"]["reason"] == "kernel source not in the tree"
+    assert "structured_sort_stable_out" in statuses["sort"]["detail"]
+    refused = run_codemod("bypass", "cat", "--tree", str(real_tree), "--dry-run")
+    assert refused.returncode == 2 and "has `precomputed`" in refused.stderr
