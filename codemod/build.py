@@ -26,9 +26,10 @@ from pathlib import Path
 
 from codemod import capture as capture_step
 from codemod import cpp_syntax, native_yaml, plan_cpp, plan_yaml
-from codemod.capture import Capture
-from codemod.plan import op_entries
+from codemod.capture import ApiFunction, Capture
+from codemod.plan import OpEntries, op_entries
 from codemod.errors import BadInput, VerificationFailed
+from codemod.native_yaml import OpGroup
 from codemod.tree import TAGS, TEMPLATES, Tree
 
 REPO = Path(__file__).resolve().parent.parent
@@ -145,9 +146,8 @@ def _codegen_fingerprint(tree: Tree) -> list[bytes | str]:
     return parts
 
 
-def capture_for(tree: Tree, op: str) -> Capture:
+def capture_for(tree: Tree, op: str, entries: OpEntries) -> Capture:
     """The op's Capture, as make_plan computes it, cached by the hash of all its inputs."""
-    entries = op_entries(tree, op)
     (before, after), overloads = entries.capture_inputs(), entries.overloads
     key = _digest(op, before, after, "\0".join(overloads), *_codegen_fingerprint(tree))[:20]
     cached = cache_dir() / f"capture-{op}-{key}.json"
@@ -163,8 +163,11 @@ def capture_for(tree: Tree, op: str) -> Capture:
 
 # The tensors the harness passes under these names; every other parameter is an "extra" (alpha, ...).
 TENSOR_PARAMETERS = ("self", "other", "out")
-# Non-default values the checks try for an extra parameter of this type: 0.5 is refused for integer inputs.
-NON_DEFAULT_VALUES = {"at::Scalar": ("2", "0.5")}
+# Values the checks try besides an extra's default: by type, and by name where the type says too little.
+VALUES_BY_TYPE = {"at::Scalar": ("2", "0.5")}  # 0.5 is refused for integer inputs
+VALUES_BY_NAME = {"rounding_mode": ('"trunc"', '"floor"')}
+# The default of an extra declared without one, by the start of its type.
+UNSET = {"::std::optional<": "::std::nullopt"}
 
 
 @dataclass(frozen=True)
@@ -190,34 +193,40 @@ def parameters(declaration: str) -> list[Parameter]:
 
 
 @dataclass(frozen=True)
-class Signatures:
-    """What the harness calls on each path, read from the captured declarations."""
+class HarnessGroup:
+    """One structured group as the harness calls it, read from the captured declarations."""
 
-    extras: list[Parameter]  # the functional's parameters besides self and other, with their defaults
-    calls: dict[str, str]  # harness marker -> C++ call expression
+    functional: str  # its functional overload, "div.Tensor_mode"
+    extras: tuple[Parameter, ...]  # the functional's parameters besides self and other, defaults filled in
+    calls: tuple[str, ...]  # dispatcher/bypass x functional/out=/in-place, each extra passed as `x.NAME`
 
 
-def _api(functions, overload: str, name: str, op: str):
+def _api(functions: tuple[ApiFunction, ...], overload: str, name: str, op: str) -> ApiFunction:
     found = next((f for f in functions if f.overload == overload and f.name == name), None)
     if found is None:
         raise BadInput(f"{op}: the harness calls `{name}` ({overload}), which was not captured")
     return found
 
 
-def signatures(capture: Capture) -> Signatures:
-    """The six calls (functional, out=, in-place; dispatcher and bypass) with each extra argument as `x.NAME`."""
+def _default(op: str, extra: Parameter, declaration: str) -> str:
+    unset = next((value for prefix, value in UNSET.items() if extra.type.startswith(prefix)), None)
+    if extra.default is None and unset is None:
+        raise BadInput(f"{op}: `{extra.name}` in {declaration} has no default; the harness knows no value for it")
+    return extra.default or unset
+
+
+def harness_group(capture: Capture, group: OpGroup) -> HarnessGroup:
     op = capture.op
-    functional = _api(capture.functions, f"{op}.Tensor", op, op)
-    params = parameters(functional.declaration)
+    delegates = {d.name.split(".")[0]: d.name for d in group.delegates}
+    if op not in delegates or f"{op}_" not in delegates:
+        raise BadInput(f"{op}: the harness needs a functional and an in-place overload of {group.out.name}; "
+                       f"it has {', '.join(delegates.values()) or 'none'}")
+    functional, inplace, out = delegates[op], delegates[f"{op}_"], group.out.name
+    declaration = _api(capture.functions, functional, op, op).declaration
+    params = parameters(declaration)
     if [p.name for p in params[:2]] != ["self", "other"]:
-        raise BadInput(f"{op}: the harness calls `at::{op}(self, other, ...)`; the declaration is {functional.declaration}")
-    extras = params[2:]
-    for extra in extras:
-        if extra.default is None or extra.name in TENSOR_PARAMETERS:
-            raise BadInput(
-                f"{op}: `{extra.name}` in {functional.declaration} has no default; the harness calls "
-                f"{op}.Tensor with its defaults and knows no value for it"
-            )
+        raise BadInput(f"{op}: the harness calls `at::{op}(self, other, ...)`; the declaration is {declaration}")
+    extras = tuple(Parameter(e.name, e.type, _default(op, e, declaration)) for e in params[2:])
     extra_names = {e.name for e in extras}
 
     def call(callee: str, declaration: str) -> str:
@@ -234,43 +243,72 @@ def signatures(capture: Capture) -> Signatures:
             raise BadInput(f"{op}: the harness needs the CPU structured overload {overload}, which was not captured")
         return call(f"{ext_namespace(op)}::{capture.native_kernels[overload]}", snippet.text)
 
-    outf = _api(capture.functions, f"{op}.out", f"{op}_outf", op)
-    inplace = _api(capture.methods, f"{op}_.Tensor", f"{op}_", op)
-    return Signatures(extras, {
-        "DISPATCH_FUNCTIONAL": call(f"at::{op}", functional.declaration),
-        "BYPASS_FUNCTIONAL": bypass(f"{op}.Tensor"),
-        "DISPATCH_OUT": call(f"at::{op}_outf", outf.declaration),
-        "BYPASS_OUT": bypass(f"{op}.out"),
-        "DISPATCH_INPLACE": call(f"self.{op}_", inplace.declaration),
-        "BYPASS_INPLACE": bypass(f"{op}_.Tensor"),
-    })
+    return HarnessGroup(functional, extras, (
+        call(f"at::{op}", declaration),
+        bypass(functional),
+        call(f"at::{op}_outf", _api(capture.functions, out, f"{op}_outf", op).declaration),
+        bypass(out),
+        call(f"self.{op}_", _api(capture.methods, inplace, f"{op}_", op).declaration),
+        bypass(inplace),
+    ))
 
 
-def render(capture: Capture) -> str:
-    """The harness source: plan_cpp's rendering of the scaffolding, in the extension's namespace."""
-    sigs = signatures(capture)
-    includes = [i for i in capture.cpu_includes if "Functions.h>" not in i and "library.h>" not in i]
-    variants = [
-        f'  {{ Extra x; x.{e.name} = {value}; all.push_back({{", {e.name}={value}", x}}); }}'
-        for e in sigs.extras for value in NON_DEFAULT_VALUES.get(e.type, ())
+def _extra_fields(op: str, groups: list[HarnessGroup]) -> str:
+    """One field per extra of all groups: a name must mean the same type and default in each."""
+    fields: dict[str, Parameter] = {}
+    for extra in (e for g in groups for e in g.extras):
+        if fields.setdefault(extra.name, extra) != extra:
+            raise BadInput(f"{op}: `{extra.name}` is {fields[extra.name]} in one group and {extra} in another")
+    return "\n".join(f"  {e.type} {e.name} = {e.default};" for e in fields.values())
+
+
+def _suffix(index: int) -> str:
+    """Of the names of a group's functions: none for the first group, which timing and callgrind call."""
+    return f"_{index}" if index else ""
+
+
+def _group_functions(index: int, group: HarnessGroup) -> str:
+    calls = ",\n              ".join(group.calls)
+    return f"HARNESS_GROUP({_suffix(index)},\n              {calls})"
+
+
+def _group_entry(index: int, group: HarnessGroup) -> str:
+    """The group's row of the harness's table: its six functions and its variants (the default call first)."""
+    label = f", {group.functional}" if index else ""
+    variants = [f'{{"{label}", Extra{{}}}}'] + [
+        f'{{R"({label}, {e.name}={value})", with([](Extra& x) {{ x.{e.name} = {value}; }})}}'
+        for e in group.extras
+        for value in (*VALUES_BY_TYPE.get(e.type, ()), *VALUES_BY_NAME.get(e.name, ()))
     ]
-    text = HARNESS_TEMPLATE.read_text()
+    functions = ", ".join(f"{name}{_suffix(index)}" for name in (
+        "dispatch_functional", "bypass_functional", "dispatch_out", "bypass_out", "dispatch_inplace", "bypass_inplace"
+    ))
+    return f"      {{{functions},\n       {{{', '.join(variants)}}}}},"
+
+
+def render(capture: Capture, groups: tuple[OpGroup, ...]) -> str:
+    """The harness source: plan_cpp's rendering of the scaffolding, in the extension's namespace,
+    and the calls of each structured group."""
+    harness_groups = [harness_group(capture, g) for g in groups]
+    includes = [i for i in capture.cpu_includes if "Functions.h>" not in i and "library.h>" not in i]
     replacements = {
         "@SCAFFOLDING@": plan_cpp.scaffolding(capture),
         "@INCLUDES@": "\n".join(includes),
         "@NS@": ext_namespace(capture.op),
         "@OP@": capture.op,
-        "@EXTRA_FIELDS@": "\n".join(f"  {e.type} {e.name} = {e.default};" for e in sigs.extras),
-        "@VARIANTS@": "\n".join(variants),
-        **{f"@{marker}@": expression for marker, expression in sigs.calls.items()},
+        "@EXTRA_FIELDS@": _extra_fields(capture.op, harness_groups),
+        "@GROUP_FUNCTIONS@": "\n".join(_group_functions(i, g) for i, g in enumerate(harness_groups)),
+        "@GROUPS@": "\n".join(_group_entry(i, g) for i, g in enumerate(harness_groups)),
     }
+    text = HARNESS_TEMPLATE.read_text()
     for marker, value in replacements.items():
         text = text.replace(marker, value)
     return text
 
 
 def build(tree: Tree, op: str) -> Built:
-    return compile_source(render(capture_for(tree, op)), name=op)
+    entries = op_entries(tree, op)
+    return compile_source(render(capture_for(tree, op, entries), entries.groups), name=op)
 
 
 # ---------------------------------------------------------------- run

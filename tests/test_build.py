@@ -14,6 +14,7 @@ import pytest
 
 from codemod import bench, build, plan_cpp
 from codemod.errors import VerificationFailed
+from codemod.plan import op_entries
 from codemod.tree import locate
 from tests.conftest import TARGET_TREE, run_codemod
 
@@ -39,7 +40,8 @@ def built(cache: Path) -> build.Built:
 
 
 def test_extension_holds_the_bypass_scaffolding_verbatim_in_its_own_namespace(built: build.Built) -> None:
-    capture = build.capture_for(locate(TARGET_TREE), "mul")
+    tree = locate(TARGET_TREE)
+    capture = build.capture_for(tree, "mul", op_entries(tree, "mul"))
     source = built.source.read_text()
     assert plan_cpp.scaffolding(capture) in source
     assert "namespace codemod_ext_mul {" in source
@@ -60,12 +62,22 @@ def test_bypass_agrees_with_the_dispatcher(built: build.Built) -> None:
     assert "alpha" not in checked.output  # mul has no extra arguments
 
 
-def test_harness_passes_extra_arguments_from_the_captured_signature() -> None:
-    sigs = build.signatures(build.capture_for(locate(TARGET_TREE), "sub"))
-    assert sigs.extras == [build.Parameter("alpha", "at::Scalar", "1")]
-    assert sigs.calls["DISPATCH_FUNCTIONAL"] == "at::sub(self, other, x.alpha)"
-    assert sigs.calls["BYPASS_OUT"] == "codemod_ext_sub::sub_out(self, other, x.alpha, out)"
-    assert sigs.calls["DISPATCH_INPLACE"] == "self.sub_(other, x.alpha)"
+def test_harness_passes_extra_arguments_from_the_captured_signatures() -> None:
+    tree = locate(TARGET_TREE)
+    sub, div = (op_entries(tree, op) for op in ("sub", "div"))
+    (group,) = sub.groups
+    calls = build.harness_group(build.capture_for(tree, "sub", sub), group)
+    assert calls.functional == "sub.Tensor"
+    assert calls.extras == (build.Parameter("alpha", "at::Scalar", "1"),)
+    assert calls.calls == (
+        "at::sub(self, other, x.alpha)", "codemod_ext_sub::sub(self, other, x.alpha)",
+        "at::sub_outf(self, other, x.alpha, out)", "codemod_ext_sub::sub_out(self, other, x.alpha, out)",
+        "self.sub_(other, x.alpha)", "codemod_ext_sub::sub_(self, other, x.alpha)",
+    )
+    # div's second group: rounding_mode has no default; an optional starts unset
+    mode = build.harness_group(build.capture_for(tree, "div", div), div.groups[1])
+    assert mode.functional == "div.Tensor_mode"
+    assert mode.extras == (build.Parameter("rounding_mode", "::std::optional<c10::string_view>", "::std::nullopt"),)
 
 
 @pytest.mark.parametrize("op", ["sub", "add"])  # add: the ufunc-generated kernel (structured_ufunc_add_CPU)
@@ -79,11 +91,14 @@ def test_ops_with_alpha_agree_with_the_dispatcher(cache: Path, op: str) -> None:
     assert "int64 [3,4], alpha=0.5 functional  (both raise: For integral input tensors, argument alpha" in checked.output
 
 
-def test_div_agrees_with_the_dispatcher_nan_for_nan(cache: Path) -> None:
+def test_div_agrees_with_the_dispatcher_in_both_groups(cache: Path) -> None:
     checked = build.run_checks(build.build(locate(TARGET_TREE), "div").executable)
     assert checked.ok, checked.output
     # bool / bool divides 0 by 0 somewhere: NaN on both paths counts as equal
     assert "ok   bool [3,4] functional  (Float[3, 4]" in checked.output
+    for variant in ("", ', rounding_mode="trunc"', ', rounding_mode="floor"'):
+        assert f"ok   int64 [3,4], div.Tensor_mode{variant} functional" in checked.output
+    assert 'ok   int64 [3,4], div.Tensor_mode, rounding_mode="floor" functional  (Long[3, 4]' in checked.output
 
 
 def test_profiler_and_autograd_see_the_dispatcher_path_only(built: build.Built) -> None:
