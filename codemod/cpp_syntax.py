@@ -128,7 +128,17 @@ def function_head(src: Source, node: Node) -> tuple[str, int]:
     return src.span(start, node.child_by_field_name("declarator").end_byte), start
 
 
+def parameters(node: Node) -> list[tuple[str, str]]:
+    """(type as written, name) of a function's parameters, in order; default arguments dropped."""
+    params = function_declarator(node).child_by_field_name("parameters")
+    found = []
+    for param in params.named_children:
+        name = _descend(param, "identifier")
+        if name is not None:
+            found.append((text(param)[: name.start_byte - param.start_byte].strip(), text(name)))
+    return found
+
+
 def parameter_names(node: Node) -> list[str]:
     """Names of a function's parameters, in order."""
-    params = function_declarator(node).child_by_field_name("parameters")
-    return [text(name) for param in params.named_children if (name := _descend(param, "identifier")) is not None]
+    return [name for _, name in parameters(node)]

@@ -245,6 +245,12 @@ def _check_group(doc: NativeYaml, op: str, group: GroupIndex) -> None:
     out, out_values = doc.entries[group.out], doc.values[group.out]
     for index in (*group.delegates, group.out):
         entry, values = doc.entries[index], doc.values[index]
+        if values.get("manual_cpp_binding") is True:  # a guarded bypass keeps the group structured
+            raise NotBypassable(
+                f"{doc.rel_path}:{entry.first_line + 1}: {entry.name} already has `manual_cpp_binding`; "
+                f"op {op!r} is bypassed already (`codemod revert {op}` undoes it)",
+                "already manual_cpp_binding",
+            )
         unknown = sorted(set(values) - KNOWN_KEYS)
         if unknown:
             raise NotBypassable(

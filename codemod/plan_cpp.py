@@ -10,6 +10,7 @@ dispatcher. Each inserted block is fenced by markers naming the op.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from tree_sitter import Node
@@ -70,16 +71,31 @@ class SourceFile:
 
 
 def template_edits(tree: Tree, capture: Capture) -> list[Edit]:
-    op = capture.op
     kernels = capture.native_kernels
+    what = "calls the CPU kernel directly, no dispatcher"
+
+    def calling_native(api: ApiFunction) -> str:
+        return api.definition_calling(kernels[api.overload])
+
+    return [
+        *declaration_edits(tree, capture),
+        *definition_edits(tree, FUNCTIONS_CPP, capture.op, capture.functions, calling_native, what, "at::", (NATIVE_FUNCTIONS_INCLUDE,)),
+        *definition_edits(tree, TENSOR_METHODS_CPP, capture.op, capture.methods, calling_native, what, "Tensor::", (NATIVE_FUNCTIONS_INCLUDE,)),
+    ]
+
+
+def declaration_edits(tree: Tree, capture: Capture, functions_h_extra: str = "") -> list[Edit]:
+    """Declare the function API in Functions.h (followed by FUNCTIONS_H_EXTRA) and the methods in class Tensor."""
+    op = capture.op
     origin = "torchgen generated it before the bypass"
     functions_h = SourceFile.read(tree, FUNCTIONS_H)
     tensor_body = SourceFile.read(tree, TENSOR_BODY_H)
     method_at, method_indent = _after_placeholder(tensor_body, _METHOD_PLACEHOLDERS)
+    declarations = "\n".join(f"TORCH_API {f.declaration};" for f in capture.functions)
     return [
         functions_h.edit(
             _after_placeholder(functions_h, _FUNCTION_PLACEHOLDERS)[0],
-            block(op, f"function API written by hand ({origin})", "\n".join(f"TORCH_API {f.declaration};" for f in capture.functions)),
+            block(op, f"function API written by hand ({origin})", declarations + functions_h_extra),
             f"declare {', '.join('at::' + f.name for f in capture.functions)}",
         ),
         tensor_body.edit(
@@ -87,8 +103,6 @@ def template_edits(tree: Tree, capture: Capture) -> list[Edit]:
             block(op, f"method API written by hand ({origin})", "\n".join(f"{method_indent}{m.declaration};" for m in capture.methods), method_indent),
             f"declare {', '.join('Tensor::' + m.name for m in capture.methods)}",
         ),
-        *_definitions(tree, FUNCTIONS_CPP, op, capture.functions, kernels, "at::"),
-        *_definitions(tree, TENSOR_METHODS_CPP, op, capture.methods, kernels, "Tensor::"),
     ]
 
 
@@ -106,20 +120,34 @@ def _after_placeholder(source: SourceFile, placeholders: tuple[str, ...]) -> tup
     raise BadInput(f"{source.rel}: none of {', '.join(placeholders)} found; is this a torchgen template?")
 
 
-def _definitions(tree: Tree, rel: str, op: str, apis: tuple[ApiFunction, ...], kernels: dict[str, str], prefix: str) -> list[Edit]:
+def definition_edits(
+    tree: Tree,
+    rel: str,
+    op: str,
+    apis: tuple[ApiFunction, ...],
+    define: Callable[[ApiFunction], str],
+    what: str,
+    prefix: str,
+    includes: tuple[str, ...],
+) -> list[Edit]:
+    """Define APIS (each as DEFINE writes it) at the end of `namespace at` in REL, after INCLUDES."""
     source = SourceFile.read(tree, rel)
-    body = "\n\n".join(api.definition_calling(kernels[api.overload]) for api in apis)
+    body = "\n\n".join(define(api) for api in apis)
     return [
-        source.edit(_after_last_include(source), f"{NATIVE_FUNCTIONS_INCLUDE} // @codemod-bypass {op}\n", "include the native kernels' declarations"),
+        *(
+            source.edit(after_last_include(source), f"{include} // @codemod-bypass {op}\n", "include what the definitions call")
+            for include in includes
+            if include.encode() not in source.src.data
+        ),
         source.edit(
             _end_of_namespace_at(source),
-            "\n" + block(op, "calls the CPU kernel directly, no dispatcher", body),
-            f"define {', '.join(prefix + api.name for api in apis)} calling at::native",
+            "\n" + block(op, what, body),
+            f"define {', '.join(prefix + api.name for api in apis)}",
         ),
     ]
 
 
-def _after_last_include(source: SourceFile) -> int:
+def after_last_include(source: SourceFile) -> int:
     includes = [n for n in source.src.root.named_children if n.type == "preproc_include"]
     return source.line_end(includes[-1].end_byte - 1) if includes else 0
 
@@ -177,7 +205,7 @@ def native_source_edits(tree: Tree, capture: Capture) -> list[Edit]:
     if includes:
         edits.append(
             source.edit(
-                _after_last_include(source),
+                after_last_include(source),
                 block(op, "headers the CPU wrappers need", "\n".join(includes)),
                 "include what the CPU wrappers need",
             )

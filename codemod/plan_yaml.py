@@ -17,14 +17,23 @@ MANUAL_KEY = "manual_cpp_binding"
 _NAME_LINE = re.compile(r"^- name:\s*(?P<name>[A-Za-z0-9_]+(?:\.[A-Za-z0-9_]+)?)\s*\(")
 
 
-def native_functions_edits(doc: NativeYaml, groups: list[OpGroup]) -> list[Edit]:
+def native_functions_edits(doc: NativeYaml, groups: list[OpGroup], guarded: bool = False) -> list[Edit]:
+    """Every member becomes `manual_cpp_binding`; unless GUARDED, it also loses its structured keys."""
     starts = line_starts(doc.text.encode())
     edits = []
     for group in groups:
         for member in group.members:
-            edits.extend(_make_manual(doc, member, starts))
-    _check_only_members_changed(doc, groups, edits)
+            edits.extend(_add_manual(doc, member, starts) if guarded else _make_manual(doc, member, starts))
+    _check_only_members_changed(doc, groups, edits, () if guarded else STRUCTURED_KEYS)
     return edits
+
+
+def _add_manual(doc: NativeYaml, member: ParsedEntry, starts: list[int]) -> list[Edit]:
+    """A key line after the entry's last key block (not after a comment that heads the next entry)."""
+    func_line = doc.lines[member.entry.first_line]
+    indent = " " * (len(func_line) - len(func_line.lstrip("- ")))
+    at = starts[max(span.end_line for span in member.keys.values())]
+    return [Edit(doc.rel_path, at, at, f"{indent}{MANUAL_KEY}: True\n", f"{member.name}: add {MANUAL_KEY}, keep the structured kernel")]
 
 
 def _make_manual(doc: NativeYaml, member: ParsedEntry, starts: list[int]) -> list[Edit]:
@@ -40,14 +49,14 @@ def _make_manual(doc: NativeYaml, member: ParsedEntry, starts: list[int]) -> lis
     return edits
 
 
-def _check_only_members_changed(doc: NativeYaml, groups: list[OpGroup], edits: list[Edit]) -> None:
-    """Every entry but the members parses to the same value; each member loses exactly its structured keys."""
+def _check_only_members_changed(doc: NativeYaml, groups: list[OpGroup], edits: list[Edit], removed: tuple[str, ...]) -> None:
+    """Every entry but the members parses to the same value; each member loses exactly REMOVED and gains the key."""
     after = parse(doc.rel_path, apply_edits(doc.text.encode(), edits).decode())
     members = {m.name for g in groups for m in g.members}
     expected = []
     for entry in doc.values:
         if entry["func"].split("(")[0] in members:
-            entry = {k: v for k, v in entry.items() if k not in STRUCTURED_KEYS}
+            entry = {k: v for k, v in entry.items() if k not in removed}
             entry[MANUAL_KEY] = True
         expected.append(entry)
     if expected != after:
