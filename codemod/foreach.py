@@ -38,42 +38,39 @@ EXEMPT_SET = "_foreach_ops_without_differentiability_info"
 # and matcher on the entries that share a reference name with a changed derivatives
 # entry: the same answer as on the whole files, in a fraction of the time.
 _ANALYSIS = r"""
-import importlib, json, os, sys, yaml
+import importlib, json, os, re, sys
 pkg, native, tags, before, after, scratch, scope = sys.argv[1:8]
 from torchgen.api import autograd as api
 from torchgen.gen import parse_native_yaml
 from torchgen.model import OperatorName
-from torchgen.yaml_utils import YamlDumper, YamlLoader
 
-def read(path):
+def reference_name(name):  # what is_reference_for_foreach compares: _foreach_mul_.List -> mul
+    return OperatorName.parse(name).name.base.split("_foreach_")[-1]
+
+def items(path, key):
+    # The file's top-level `- KEY: name(...)` items, split lexically (comments and blank
+    # lines go with the item above) and paired with their reference name.
     with open(path) as f:
-        return yaml.load(f, Loader=YamlLoader)
+        chunks = re.split(r"^(?=- )", f.read(), flags=re.M)
+    head = re.compile("- " + key + r":\s*([\w.]+)")
+    return [(reference_name(m.group(1)) if (m := head.match(c)) else None, c) for c in chunks]
 
-def reference_name(schema):  # the name is_reference_for_foreach compares
-    return OperatorName.parse(schema.split("(")[0].strip()).name.base.split("_foreach_")[-1]
-
-def same_reference(entries, key, names):
-    return [e for e in entries if reference_name(e[key]) in names]
-
-def write(name, entries):
+def write(name, items, names):
     path = os.path.join(scratch, name)
     with open(path, "w") as f:
-        yaml.dump(entries, f, Dumper=YamlDumper)
+        f.write("".join(text for ref, text in items if ref in names) or "[]")
     return path
 
-def canonical(entries):
-    return {json.dumps(e, sort_keys=True, default=str) for e in entries}
-
 if scope == "reduced":
-    formulas_before, formulas_after = read(before), read(after)
-    changed = canonical(formulas_before) ^ canonical(formulas_after)
-    names = {reference_name(json.loads(e)["name"]) for e in changed}
+    formulas_before, formulas_after = items(before, "name"), items(after, "name")
+    # A comment that moves to the item above counts that item as changed: more entries, same answer.
+    names = {ref for ref, _ in set(formulas_before) ^ set(formulas_after)} - {None}
     if not names:
         print("[]")
         sys.exit()
-    native = write("native_functions.yaml", same_reference(read(native), "func", names))
-    before = write("before.yaml", same_reference(formulas_before, "name", names))
-    after = write("after.yaml", same_reference(formulas_after, "name", names))
+    native = write("native_functions.yaml", items(native, "func"), names)
+    before = write("before.yaml", formulas_before, names)
+    after = write("after.yaml", formulas_after, names)
 
 load = importlib.import_module(pkg + ".load_derivatives").load_derivatives
 try:
