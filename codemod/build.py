@@ -17,6 +17,7 @@ import importlib.metadata
 import importlib.util
 import json
 import os
+import re
 import shutil
 import subprocess
 import tempfile
@@ -27,9 +28,10 @@ from pathlib import Path
 from codemod import capture as capture_step
 from codemod import cpp_syntax, native_yaml, plan_cpp, plan_yaml
 from codemod.capture import ApiFunction, Capture
-from codemod.plan import OpEntries, op_entries
+from codemod.edits import apply_edits
 from codemod.errors import BadInput, VerificationFailed
 from codemod.native_yaml import OpGroup
+from codemod.plan import OpEntries, op_entries
 from codemod.tree import TAGS, TEMPLATES, Tree
 
 REPO = Path(__file__).resolve().parent.parent
@@ -44,6 +46,17 @@ def cache_dir() -> Path:
 def ext_namespace(op: str) -> str:
     """The extension's own namespace, so nothing collides with libtorch's symbols."""
     return f"codemod_ext_{op}"
+
+
+_COMPILER_ERROR = re.compile(r"^[^:\s]+\.cpp:(?P<line>\d+):\d+: (?:fatal )?error: (?P<message>.*)$")
+
+
+class CompileFailed(VerificationFailed):
+    """g++ refused the source; its error lines are kept to point at where the bypass splices them."""
+
+    def __init__(self, message: str, errors: list[str]):
+        super().__init__(message)
+        self.errors = errors
 
 
 @dataclass(frozen=True)
@@ -107,9 +120,10 @@ def compile_source(source_text: str, name: str = "harness") -> Built:
         if result.returncode != 0:
             errors = [line for line in result.stderr.splitlines() if "error" in line]
             shown = "\n".join((errors or result.stderr.splitlines())[:20])
-            raise VerificationFailed(
+            raise CompileFailed(
                 f"compiling the extension failed ({CXX} exit {result.returncode}); source kept at "
-                f"{_keep_failed(tmp_source, name)}:\n{shown}"
+                f"{_keep_failed(tmp_source, name)}:\n{shown}",
+                errors,
             )
         try:
             Path(scratch).rename(out_dir)  # atomic publish; a concurrent build may have won
@@ -307,8 +321,34 @@ def render(capture: Capture, groups: tuple[OpGroup, ...]) -> str:
 
 
 def build(tree: Tree, op: str) -> Built:
+    """Raises VerificationFailed naming, for each compiler error in the scaffolding, the file:line of the
+    tree where `codemod bypass OP` splices that line."""
     entries = op_entries(tree, op)
-    return compile_source(render(capture_for(tree, op, entries), entries.groups), name=op)
+    capture = capture_for(tree, op, entries)
+    source = render(capture, entries.groups)
+    try:
+        return compile_source(source, name=op)
+    except CompileFailed as failed:
+        spliced = spliced_errors(tree, capture, source, failed.errors)
+        if not spliced:
+            raise
+        raise VerificationFailed(f"{failed}\nin the tree after `codemod bypass {op}`:\n" + "\n".join(spliced)) from None
+
+
+def spliced_errors(tree: Tree, capture: Capture, source: str, errors: list[str]) -> list[str]:
+    """Each compiler error on a line of SOURCE's scaffolding, at the file:line the bypass splices that line to."""
+    scaffolding = plan_cpp.scaffolding(capture).splitlines()
+    harness_start = source.splitlines().index(scaffolding[0]) + 1  # both count lines from 1
+    edits = plan_cpp.native_source_edits(tree, capture)
+    target = next(e.path for e in edits if scaffolding[0] in e.text)
+    patched = apply_edits(tree.path(target).read_bytes(), [e for e in edits if e.path == target]).decode()
+    tree_start = patched.splitlines().index(scaffolding[0]) + 1
+    found = []
+    for error in errors:
+        match = _COMPILER_ERROR.match(error)
+        if match and 0 <= int(match["line"]) - harness_start < len(scaffolding):
+            found.append(f"  {target}:{tree_start + int(match['line']) - harness_start}: error: {match['message']}")
+    return found
 
 
 # ---------------------------------------------------------------- run

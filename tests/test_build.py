@@ -153,6 +153,25 @@ def test_compile_error_is_a_verification_failure_with_the_compilers_message(cach
     assert raised.value.exit_code == 1
 
 
+def test_compile_error_in_the_scaffolding_names_the_line_the_bypass_splices(cache: Path, tree: Path) -> None:
+    target = locate(TARGET_TREE)
+    entries = op_entries(target, "mul")
+    capture = build.capture_for(target, "mul", entries)
+    source = build.render(capture, entries.groups)
+    scaffolding_at = source.index(plan_cpp.scaffolding(capture))
+    broken = source[:scaffolding_at] + source[scaffolding_at:].replace(
+        "op.meta(self, other);", "op.meta(self, other, no_such_name_here);", 1
+    )
+    with pytest.raises(build.CompileFailed) as raised:
+        build.compile_source(broken, name="broken-mul")
+    (error,) = build.spliced_errors(target, capture, broken, raised.value.errors)
+    path, line = error.split(": error: ")[0].strip().rsplit(":", 1)
+    assert "no_such_name_here" in error and path == "aten/src/ATen/native/BinaryOps.cpp"
+    # the line the bypass writes there is the one we broke
+    assert run_codemod("bypass", "mul", "--tree", str(tree), "--no-verify").returncode == 0
+    assert (tree / path).read_text().splitlines()[int(line) - 1].strip() == "op.meta(self, other);"
+
+
 def test_cli_build_and_bench_json(built: build.Built) -> None:
     result = run_codemod("build", "mul", "--tree", str(TARGET_TREE))
     assert result.returncode == 0, result.stderr
