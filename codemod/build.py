@@ -39,6 +39,17 @@ HARNESS_TEMPLATE = REPO / "cpp_ext" / "harness.cpp.in"
 CXX = os.environ.get("CXX", "g++")
 
 
+# A real PyTorch checkout builds itself with these (see the README); the harness needs none of them.
+CHECKOUT_BUILD = (
+    "REL_WITH_DEB_INFO=1 USE_PER_OPERATOR_HEADERS=0 USE_DISTRIBUTED=0 USE_CUDA=0 python setup.py develop"
+)
+
+
+def is_checkout(tree: Tree) -> bool:
+    """A full PyTorch checkout, not our slim target_tree/ or a tree unpacked from the wheel."""
+    return tree.path("setup.py").is_file() and tree.path("CMakeLists.txt").is_file()
+
+
 def cache_dir() -> Path:
     return Path(os.environ.get("CODEMOD_BUILD_CACHE", REPO / "cpp_ext" / "build"))
 

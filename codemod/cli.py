@@ -4,6 +4,7 @@ Exit codes: 0 ok, 1 verification failed, 2 bad input.
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 from pathlib import Path
@@ -12,7 +13,7 @@ import click
 
 from codemod import bench as bench_step
 from codemod import build as build_step
-from codemod import catalog, journal, patch
+from codemod import catalog, fixed_point, journal, lock, patch, transaction
 from codemod.errors import EXIT_OK, CodemodError, VerificationFailed
 from codemod.plan import Plan, make_plan
 from codemod.tree import Tree, locate
@@ -53,43 +54,75 @@ def main() -> None:
 @click.option("--dry-run", is_flag=True, help="Print the patch on stdout; write nothing.")
 @click.option("--patch", "patch_file", type=click.Path(dir_okay=False, path_type=Path), help="Also write the patch to this file.")
 @click.option("--no-verify", is_flag=True, help="Skip re-running the tree's codegen after applying.")
-def bypass(op: str, tree_root: Path, dry_run: bool, patch_file: Path | None, no_verify: bool) -> None:
+@click.option("--check", is_flag=True, help="Write nothing; exit 1 unless planning OP again after the bypass finds nothing to do.")
+@click.option("--guarded", is_flag=True, help="Keep the dispatcher, autograd and every kernel; take the CPU kernel directly only when that is safe.")
+def bypass(op: str, tree_root: Path, dry_run: bool, patch_file: Path | None, no_verify: bool, check: bool, guarded: bool) -> None:
     """Make OP (mul, div, ...) call its CPU kernel without the dispatcher."""
 
     def action() -> None:
         tree = locate(tree_root)
-        if journal.load(tree, op) is not None:
-            _say(f"{op} is already bypassed in {tree.root} (see {journal.JOURNAL_DIR}/{op}.json); nothing to do")
-            return
-        plan = make_plan(tree, op)
-        diff = patch.render(plan.changes)
-        if patch_file is not None:
-            patch_file.write_text(diff)
-        if dry_run:
-            click.echo(diff, nl=False)
-            _summary(tree, plan, applied=False)
-            return
-        journal.apply(tree, plan)
-        _summary(tree, plan, applied=True)
-        if not no_verify:
-            for line in verify(tree, plan):
-                _say(f"verified: {line}")
+        with contextlib.nullcontext() if dry_run or check else lock.held(tree):
+            if journal.load(tree, op) is not None:
+                _say(f"{op} is already bypassed in {tree.root} (see {journal.JOURNAL_DIR}/{op}.json); nothing to do")
+                return
+            plan = make_plan(tree, op, guarded)
+            diff = patch.render(plan.changes)
+            if patch_file is not None:
+                patch_file.write_text(diff)
+            if check:
+                _check_fixed_point(tree, plan)
+                return
+            if dry_run:
+                click.echo(diff, nl=False)
+                _summary(tree, plan, applied=False)
+                return
+            journal.apply(tree, plan)
+            _summary(tree, plan, applied=True)
+            if not no_verify:
+                for line in verify(tree, plan):
+                    _say(f"verified: {line}")
 
     _run(action)
+
+
+def _check_fixed_point(tree: Tree, plan: Plan) -> None:
+    problem = fixed_point.second_plan_problem(tree, plan)
+    if problem is not None:
+        raise VerificationFailed(f"bypass {plan.op} is not a fixed point: {problem}")
+    _say(f"checked: planning {plan.op} again after the bypass finds {', '.join(plan.overloads)} manual, nothing to do")
 
 
 @main.command()
 @click.argument("op")
 @TREE_OPTION
-def revert(op: str, tree_root: Path) -> None:
-    """Restore every file `bypass OP` changed, byte for byte."""
+@click.option("--force", is_flag=True, help="Restore the recorded bytes even where files were edited since the bypass.")
+def revert(op: str, tree_root: Path, force: bool) -> None:
+    """Restore what `bypass OP` changed; keep later edits of those files (three-way), or refuse (exit 1) where
+    they overlap the bypass's own hunks."""
 
     def action() -> None:
         tree = locate(tree_root)
-        restored = journal.revert(tree, op)
-        _say(f"reverted {op}: restored {len(restored.files)} files")
-        for entry in restored.files:
-            _say(f"  {entry.path}" + ("  (created by the bypass: deleted)" if entry.before is None else ""))
+        with lock.held(tree):
+            reverted = journal.revert(tree, op, force)
+        _say(f"reverted {op}: {len(reverted)} files")
+        for entry in reverted:
+            _say(f"  {entry.path}  ({entry.outcome})")
+        for entry in (e for e in reverted if e.since):
+            _say(f"{entry.path} was edited since the bypass:\n{entry.since}")
+
+    _run(action)
+
+
+@main.command()
+@TREE_OPTION
+def recover(tree_root: Path) -> None:
+    """Finish a bypass or revert that was killed half-way (or drop it if it had not committed)."""
+
+    def action() -> None:
+        tree = locate(tree_root)
+        with lock.held(tree):
+            finished = transaction.recover(tree.root)
+        _say(f"recovered: finished `codemod {finished.command}`" if finished else f"nothing to recover in {tree.root}")
 
     _run(action)
 
@@ -141,7 +174,9 @@ def _summary(tree: Tree, plan: Plan, applied: bool) -> None:
     _say(f"{plan.op} loses:")
     for loss in plan.losses:
         _say(f"  - {loss}")
-    if plan.leftovers:
+    if plan.guarded:
+        _say("no caller needs rewriting: at::cpu:: and at::redispatch:: functions are still generated in guarded mode")
+    elif plan.leftovers:
         _say("not rewritten (edit by hand):")
         for leftover in plan.leftovers:
             _say(f"  {leftover}")
@@ -157,10 +192,13 @@ def _summary(tree: Tree, plan: Plan, applied: bool) -> None:
 def build(op: str, tree_root: Path, no_check: bool, verbose: bool) -> None:
     """Compile OP's bypass scaffolding outside libtorch into a checking/timing harness."""
     def action() -> None:
-        built = build_step.build(locate(tree_root), op)
+        tree = locate(tree_root)
+        built = build_step.build(tree, op)
         how = "cache hit" if built.cached else "compiled"
         _say(f"{op}: {how} in {built.seconds:.2f} s: {built.executable}")
         _say(f"  source: {built.source}")
+        if build_step.is_checkout(tree):
+            _say(f"  to build the bypassed checkout itself: cd {tree.root} && {build_step.CHECKOUT_BUILD}")
         if no_check:
             return
         checked = build_step.run_checks(built.executable)

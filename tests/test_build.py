@@ -187,6 +187,15 @@ def test_cli_build_and_bench_json(built: build.Built) -> None:
     assert report["callgrind"] is None
 
 
+def test_cli_build_on_a_checkout_prints_how_to_build_the_checkout(built: build.Built, tree: Path) -> None:
+    assert "setup.py develop" not in run_codemod("build", "mul", "--tree", str(tree), "--no-check").stderr
+    (tree / "setup.py").write_text("")
+    (tree / "CMakeLists.txt").write_text("")
+    result = run_codemod("build", "mul", "--tree", str(tree), "--no-check")
+    assert result.returncode == 0, result.stderr
+    assert f"cd {tree} && REL_WITH_DEB_INFO=1 USE_PER_OPERATOR_HEADERS=0" in result.stderr
+
+
 def test_cli_bench_plot_writes_a_png(built: build.Built, tmp_path: Path) -> None:
     pytest.importorskip("matplotlib")  # the `plot` extra
     png = tmp_path / "mul.png"
