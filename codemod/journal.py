@@ -1,32 +1,35 @@
 """Apply a plan all at once and journal it inside the tree, so `revert` works later.
 
 The journal (`.codemod/<op>.json`) holds each touched file's original bytes and
-the hash of what the bypass wrote; it is written and synced before any file
-is replaced, and revert restores the originals only where the file is still
-what the bypass left.
+the bytes the bypass wrote. Apply and revert each run as one transaction
+(codemod/transaction.py): all files or none, even if the process is killed.
+Revert restores the originals where a file still holds what the bypass wrote;
+in a file edited since, it undoes only the bypass's own hunks (three-way), so
+later work, including other ops' bypasses, is kept.
 """
 from __future__ import annotations
 
 import base64
-import hashlib
 import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from codemod import three_way, transaction
 from codemod.errors import BadInput, VerificationFailed
 from codemod.plan import Plan
+from codemod.transaction import STATE_DIR, Transaction
 from codemod.tree import Tree
 
-JOURNAL_DIR = ".codemod"
-FORMAT = "codemod-journal/2"
+JOURNAL_DIR = STATE_DIR
+FORMAT = "codemod-journal/3"  # 3: keeps what the bypass wrote, not only its hash
 
 
 @dataclass(frozen=True)
 class JournalFile:
     path: str
     before: bytes | None  # None: the bypass created the file, revert deletes it
-    after_sha256: str
+    after: bytes  # what the bypass wrote
 
 
 @dataclass(frozen=True)
@@ -42,10 +45,7 @@ class Journal:
                 "format": FORMAT,
                 "op": self.op,
                 "overloads": list(self.overloads),
-                "files": [
-                    {"path": f.path, "before": _encode(f.before), "after_sha256": f.after_sha256}
-                    for f in self.files
-                ],
+                "files": [{"path": f.path, "before": _encode(f.before), "after": _encode(f.after)} for f in self.files],
                 "created_dirs": list(self.created_dirs),
             },
             indent=1,
@@ -56,11 +56,21 @@ class Journal:
         try:
             raw = json.loads(data)
             if raw.get("format") != FORMAT:
-                raise BadInput(f"{where}: journal format {raw.get('format')!r}, this codemod reads {FORMAT!r}")
-            files = tuple(JournalFile(f["path"], _decode(f["before"]), f["after_sha256"]) for f in raw["files"])
+                raise BadInput(
+                    f"{where}: journal format {raw.get('format')!r}, this codemod reads {FORMAT!r}; "
+                    "revert with the codemod version that wrote it, or restore the files from version control"
+                )
+            files = tuple(JournalFile(f["path"], _decode(f["before"]), _decode(f["after"])) for f in raw["files"])
             return cls(raw["op"], tuple(raw["overloads"]), files, tuple(raw["created_dirs"]))
-        except (ValueError, KeyError, TypeError) as error:
-            raise BadInput(f"{where}: corrupt journal ({error}); restore the files from version control")
+        except (ValueError, KeyError, TypeError, AttributeError) as error:
+            raise BadInput(f"{where}: corrupt journal ({type(error).__name__}: {error}); restore the files from version control")
+
+
+@dataclass(frozen=True)
+class RevertedFile:
+    path: str
+    outcome: str
+    since: str  # the edits made after the bypass, as a diff; "" when there were none
 
 
 def _encode(data: bytes | None) -> str | None:
@@ -71,17 +81,19 @@ def _decode(data: str | None) -> bytes | None:
     return None if data is None else base64.b64decode(data, validate=True)
 
 
-def journal_path(tree: Tree, op: str) -> Path:
-    return tree.root / JOURNAL_DIR / f"{op}.json"
+def _journal_rel(op: str) -> str:
+    return f"{JOURNAL_DIR}/{op}.json"
 
 
 def load(tree: Tree, op: str) -> Journal | None:
-    path = journal_path(tree, op)
+    transaction.refuse_if_interrupted(tree.root)
+    path = tree.path(_journal_rel(op))
     return Journal.from_json(path, path.read_text()) if path.exists() else None
 
 
 def bypassed(tree: Tree) -> list[Journal]:
     """Every journal in the tree, by op name."""
+    transaction.refuse_if_interrupted(tree.root)
     directory = tree.root / JOURNAL_DIR
     paths = sorted(directory.glob("*.json")) if directory.is_dir() else []
     return [Journal.from_json(path, path.read_text()) for path in paths]
@@ -89,14 +101,12 @@ def bypassed(tree: Tree) -> list[Journal]:
 
 def changed_since(tree: Tree, journal: Journal) -> list[str]:
     """Files the bypass wrote that no longer hold what it wrote."""
-    return [
-        f.path for f in journal.files
-        if not tree.path(f.path).is_file() or sha256(tree.path(f.path).read_bytes()) != f.after_sha256
-    ]
+    return [f.path for f in journal.files if _current(tree, f.path) != f.after]
 
 
-def sha256(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
+def _current(tree: Tree, rel_path: str) -> bytes | None:
+    path = tree.path(rel_path)
+    return path.read_bytes() if path.is_file() else None
 
 
 def apply(tree: Tree, plan: Plan) -> Journal:
@@ -104,34 +114,90 @@ def apply(tree: Tree, plan: Plan) -> Journal:
     journal = Journal(
         plan.op,
         plan.overloads,
-        tuple(JournalFile(c.path, c.before, sha256(c.after)) for c in changes),
+        tuple(JournalFile(c.path, c.before, c.after) for c in changes),
         _missing_dirs(tree, [c.path for c in changes if c.before is None]),
     )
-    _write_all(tree, [(journal_path(tree, plan.op), journal.to_json().encode())], [(tree.path(c.path), c.after) for c in changes])
+    writes = ((_journal_rel(plan.op), journal.to_json().encode()), *((c.path, c.after) for c in changes))
+    _refuse_unwritable(tree, [path for path, _ in writes])
+    transaction.run(tree.root, Transaction(f"bypass {plan.op}", writes))
     return journal
 
 
-def revert(tree: Tree, op: str) -> Journal:
+def revert(tree: Tree, op: str, force: bool = False) -> tuple[RevertedFile, ...]:
+    """Restore what `bypass OP` changed; in a file edited since, undo only the bypass's hunks (or, with FORCE,
+    restore the recorded bytes). Writes nothing and raises VerificationFailed when a later edit overlaps a hunk."""
     journal = load(tree, op)
     if journal is None:
-        raise BadInput(f"op {op!r} is not bypassed in {tree.root} (no {JOURNAL_DIR}/{op}.json); nothing to revert")
-    changed = changed_since(tree, journal)
-    if changed:
+        raise BadInput(f"op {op!r} is not bypassed in {tree.root} (no {_journal_rel(op)}); nothing to revert")
+    reverted, writes, conflicts = [], [], []
+    for entry in journal.files:
+        current = _current(tree, entry.path)
+        since = "" if current == entry.after else _since_diff(entry, current)
+        if current in (entry.after, entry.before) or force:
+            restored, outcome = entry.before, _plain_outcome(entry, current, force)
+        elif current is None or entry.before is None:
+            what = "deleted" if current is None else "created by the bypass and edited"
+            conflicts.append(f"{entry.path}: {what} since the bypass\n{since}")
+            continue
+        else:
+            undone = three_way.undo(entry.before, entry.after, current)
+            if undone.conflicts:
+                conflicts.append(_conflict_report(entry.path, since, undone.conflicts))
+                continue
+            restored, outcome = undone.data, "the bypass's hunks undone, later edits kept"
+        reverted.append(RevertedFile(entry.path, outcome, since))
+        writes.append((entry.path, restored))
+    if conflicts:
         raise VerificationFailed(
-            f"files changed since `codemod bypass {op}`: {', '.join(changed)}; "
-            "revert them to the bypassed state (or commit your work elsewhere) and run revert again"
+            f"revert {op}: files were edited since the bypass where it changed them; nothing was written.\n"
+            + "\n".join(conflicts)
+            + f"\nresolve these by hand, or run `codemod revert {op} --force` to restore the recorded bytes "
+            "(discarding the later edits of these files)"
         )
-    _write_all(tree, [], [(tree.path(f.path), f.before) for f in journal.files if f.before is not None])
-    for created in (f for f in journal.files if f.before is None):
-        tree.path(created.path).unlink()
-    for directory in journal.created_dirs:
-        if not any(tree.path(directory).iterdir()):
-            tree.path(directory).rmdir()
-    path = journal_path(tree, op)
-    path.unlink()
-    if not any(path.parent.iterdir()):
-        path.parent.rmdir()
-    return journal
+    _refuse_unwritable(tree, [path for path, _ in writes])
+    transaction.run(tree.root, Transaction(f"revert {op}", (*writes, (_journal_rel(op), None)), journal.created_dirs))
+    return tuple(reverted)
+
+
+def _plain_outcome(entry: JournalFile, current: bytes | None, force: bool) -> str:
+    if current == entry.before:
+        return "already held its original bytes"
+    if current != entry.after and force:
+        return "--force: recorded bytes restored, later edits discarded"
+    return "created by the bypass: deleted" if entry.before is None else "restored"
+
+
+def _since_diff(entry: JournalFile, current: bytes | None) -> str:
+    return three_way.unified_diff(
+        three_way.lines(entry.after), three_way.lines(current or b""), f"a/{entry.path} (as the bypass wrote it)", f"b/{entry.path} (now)"
+    )
+
+
+def _conflict_report(path: str, since: str, conflicts: tuple[three_way.Conflict, ...]) -> str:
+    hunks = [
+        f"{path}:{c.line}: a later edit overlaps a hunk of the bypass\n  the bypass's hunk:\n{c.bypass_hunk}  the later edit:\n{c.later_hunk}"
+        for c in conflicts
+    ]
+    return f"{path}: edited since the bypass:\n{since}" + "".join(hunks)
+
+
+def _refuse_unwritable(tree: Tree, rel_paths: list[str]) -> None:
+    """Refuse before writing anything when a file or its directory cannot or should not be written.
+
+    os.access answers for a read-only file system and an immutable file (chattr +i), even for root.
+    The mode bits are checked too: root (tests, CI, containers) may write a file chmod'ed a-w, but
+    whoever made it read-only did not want it edited, so it is refused as well."""
+    for rel_path in rel_paths:
+        path = tree.path(rel_path)
+        directory = path.parent
+        while not directory.exists():
+            directory = directory.parent
+        for candidate in (path, directory) if path.exists() else (directory,):
+            if not os.access(candidate, os.W_OK) or not candidate.stat().st_mode & 0o222:
+                raise BadInput(
+                    f"{candidate}: not writable (read-only file system, chattr +i or no write permission); "
+                    "nothing was written: make it writable and run again"
+                )
 
 
 def _missing_dirs(tree: Tree, created_files: list[str]) -> tuple[str, ...]:
@@ -142,34 +208,3 @@ def _missing_dirs(tree: Tree, created_files: list[str]) -> tuple[str, ...]:
             if parent != Path(".") and not tree.path(parent.as_posix()).exists():
                 missing.add(parent.as_posix())
     return tuple(sorted(missing, key=lambda p: (-p.count("/"), p)))
-
-
-def _write_all(tree: Tree, first: list[tuple[Path, bytes]], files: list[tuple[Path, bytes]]) -> None:
-    """Stage everything beside its target, sync, write FIRST (the journal), then rename the rest."""
-    staged: list[tuple[Path, Path]] = []
-    try:
-        for target, data in [*first, *files]:
-            target.parent.mkdir(parents=True, exist_ok=True)
-            temporary = target.with_name(f".{target.name}.codemod-tmp")
-            with open(temporary, "wb") as handle:
-                handle.write(data)
-                handle.flush()
-                os.fsync(handle.fileno())
-            if target.exists():
-                os.chmod(temporary, target.stat().st_mode & 0o7777)
-            staged.append((temporary, target))
-    except OSError as error:
-        for temporary, _ in staged:
-            temporary.unlink(missing_ok=True)
-        raise BadInput(f"cannot write into {tree.root}: {error}; nothing was changed")
-    for temporary, target in staged:
-        os.replace(temporary, target)
-        _sync_dir(target.parent)
-
-
-def _sync_dir(directory: Path) -> None:
-    descriptor = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(descriptor)
-    finally:
-        os.close(descriptor)

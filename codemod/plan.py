@@ -5,7 +5,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 
 from codemod import capture as capture_step
-from codemod import foreach, native_yaml, plan_callers, plan_cpp, plan_yaml
+from codemod import exact_text, foreach, native_yaml, plan_callers, plan_cpp, plan_yaml
 from codemod.capture import Capture
 from codemod.edits import Edit, apply_edits
 from codemod.native_yaml import OpGroup
@@ -49,7 +49,7 @@ class OpEntries:
 
 
 def op_entries(tree: Tree, op: str) -> OpEntries:
-    doc = native_yaml.load(NATIVE_FUNCTIONS, tree.path(NATIVE_FUNCTIONS).read_text())
+    doc = native_yaml.load(NATIVE_FUNCTIONS, exact_text.read(tree, NATIVE_FUNCTIONS))
     groups = native_yaml.op_groups(doc, op)
     return OpEntries(doc, tuple(groups), tuple(plan_yaml.native_functions_edits(doc, groups)))
 
@@ -59,7 +59,7 @@ def make_plan(tree: Tree, op: str) -> Plan:
     groups, overloads, yaml_edits = list(entries.groups), entries.overloads, list(entries.yaml_edits)
     captured = capture_step.capture(tree, op, *entries.capture_inputs(), overloads)
 
-    derivatives = tree.path(DERIVATIVES).read_text()
+    derivatives = exact_text.read(tree, DERIVATIVES)
     formula_edits, removed = plan_yaml.derivatives_edits(derivatives, overloads)
     foreach_ops, foreach_edits = _foreach_cascade(tree, op, apply_edits(derivatives.encode(), formula_edits).decode())
     caller_edits, leftovers = plan_callers.caller_edits(tree, captured)
@@ -108,6 +108,8 @@ def _changes(tree: Tree, edits: list[Edit]) -> tuple[FileChange, ...]:
     for path in sorted(by_path):
         target = tree.path(path)
         before = target.read_bytes() if target.exists() else None
+        if before is not None:
+            exact_text.decode(path, before)  # refuse a file that would not be written back byte-identical
         changes.append(FileChange(path, before, apply_edits(before or b"", by_path[path])))
     return tuple(changes)
 

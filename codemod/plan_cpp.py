@@ -173,7 +173,7 @@ def native_source_edits(tree: Tree, capture: Capture) -> list[Edit]:
     meta = {s.name: s for s in capture.meta_structs}
     native = {s.name: s for s in capture.native_structs}
     ufunc = {name: native.pop(name) for name in capture.ufunc_structs}
-    found = _find_structured_definitions(tree, op, set(meta) | set(native))
+    found = find_structured_definitions(tree, op, set(meta) | set(native))
     missing = (set(meta) | set(native)) - found.keys()
     if missing:
         raise BadInput(
@@ -247,7 +247,7 @@ def _ufunc_source_edits(tree: Tree, capture: Capture) -> list[Edit]:
     return edits
 
 
-def _find_structured_definitions(tree: Tree, op: str, struct_names: set[str]) -> dict[str, tuple[SourceFile, Node]]:
+def find_structured_definitions(tree: Tree, op: str, struct_names: set[str]) -> dict[str, tuple[SourceFile, Node]]:
     quick = re.compile(rf"FUNC2?\s*\(\s*{re.escape(op)}")  # parse only files that may hold them
     found: dict[str, tuple[SourceFile, Node]] = {}
     for path in sorted(tree.path(NATIVE_SOURCES).rglob("*.cpp")):

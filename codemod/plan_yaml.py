@@ -14,7 +14,7 @@ from codemod.native_yaml import STRUCTURED_KEYS, NativeYaml, OpGroup, ParsedEntr
 from codemod.tree import DERIVATIVES
 
 MANUAL_KEY = "manual_cpp_binding"
-_NAME_LINE = re.compile(r"^- name:\s*(?P<name>[A-Za-z0-9_]+(?:\.[A-Za-z0-9_]+)?)\s*\(")
+DERIVATIVES_ENTRY = re.compile(r"^- name:\s*(?P<name>[A-Za-z0-9_]+(?:\.[A-Za-z0-9_]+)?)\s*\(")
 
 
 def native_functions_edits(doc: NativeYaml, groups: list[OpGroup], guarded: bool = False) -> list[Edit]:
@@ -69,7 +69,7 @@ def derivatives_edits(text: str, overloads: tuple[str, ...]) -> tuple[list[Edit]
     lines = split_lines(text)
     starts = line_starts(text.encode())
     edits, removed = [], []
-    for entry in split_entries(DERIVATIVES, lines, _NAME_LINE):
+    for entry in split_entries(DERIVATIVES, lines, DERIVATIVES_ENTRY):
         if entry.name not in overloads:
             continue
         end = entry.end_line

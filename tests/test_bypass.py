@@ -148,5 +148,5 @@ def test_status_follows_bypass_edits_and_revert(tree: Path) -> None:
     ops_cpp = tree / "torch/csrc/jit/runtime/static/ops.cpp"
     ops_cpp.write_text(ops_cpp.read_text() + "// a later edit\n")
     assert "changed since: torch/csrc/jit/runtime/static/ops.cpp" in run_codemod("status", "--tree", str(tree)).stderr
-    refused = run_codemod("revert", "mul", "--tree", str(tree))
-    assert refused.returncode == 1 and "files changed since" in refused.stderr
+    reverted = run_codemod("revert", "mul", "--tree", str(tree))  # keeps the later edit: see tests/test_safety.py
+    assert reverted.returncode == 0 and "no op is bypassed" in run_codemod("status", "--tree", str(tree)).stderr
