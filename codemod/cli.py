@@ -14,6 +14,7 @@ import click
 from codemod import bench as bench_step
 from codemod import build as build_step
 from codemod import catalog, fixed_point, journal, lock, patch, transaction
+from codemod import explain as explain_step
 from codemod.errors import EXIT_OK, CodemodError, VerificationFailed
 from codemod.plan import Plan, make_plan
 from codemod.tree import Tree, locate
@@ -164,6 +165,14 @@ def ops(tree_root: Path, as_json: bool, only_bypassable: bool) -> None:
         _say(catalog.summary(statuses))
 
     _run(action)
+
+
+@main.command()
+@click.argument("op")
+@TREE_OPTION
+def explain(op: str, tree_root: Path) -> None:
+    """OP's call path today and after each kind of bypass, and what a bypass writes by hand. Writes nothing."""
+    _run(lambda: click.echo(explain_step.explain(locate(tree_root), op)))
 
 
 def _summary(tree: Tree, plan: Plan, applied: bool) -> None:

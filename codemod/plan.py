@@ -5,7 +5,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 
 from codemod import capture as capture_step
-from codemod import exact_text, foreach, native_yaml, plan_callers, plan_cpp, plan_yaml
+from codemod import exact_text, foreach, native_yaml, plan_callers, plan_cpp, plan_guarded, plan_yaml
 from codemod.capture import Capture
 from codemod.edits import Edit, apply_edits
 from codemod.native_yaml import OpGroup
@@ -29,6 +29,7 @@ class Plan:
     leftovers: tuple[Leftover, ...]
     losses: tuple[str, ...]
     capture: Capture
+    guarded: bool = False  # the op keeps the dispatcher; the API takes a fast path when safe
 
 
 @dataclass(frozen=True)
@@ -48,16 +49,18 @@ class OpEntries:
         return capture_step.group_yaml(self.doc, list(self.groups)), _groups_after(self.doc, self.groups, self.yaml_edits)
 
 
-def op_entries(tree: Tree, op: str) -> OpEntries:
+def op_entries(tree: Tree, op: str, guarded: bool = False) -> OpEntries:
     doc = native_yaml.load(NATIVE_FUNCTIONS, exact_text.read(tree, NATIVE_FUNCTIONS))
     groups = native_yaml.op_groups(doc, op)
-    return OpEntries(doc, tuple(groups), tuple(plan_yaml.native_functions_edits(doc, groups)))
+    return OpEntries(doc, tuple(groups), tuple(plan_yaml.native_functions_edits(doc, groups, guarded)))
 
 
-def make_plan(tree: Tree, op: str) -> Plan:
-    entries = op_entries(tree, op)
+def make_plan(tree: Tree, op: str, guarded: bool = False) -> Plan:
+    entries = op_entries(tree, op, guarded)
     groups, overloads, yaml_edits = list(entries.groups), entries.overloads, list(entries.yaml_edits)
     captured = capture_step.capture(tree, op, *entries.capture_inputs(), overloads)
+    if guarded:
+        return _guarded_plan(tree, op, overloads, [*yaml_edits, *plan_guarded.template_edits(tree, captured)], captured)
 
     derivatives = exact_text.read(tree, DERIVATIVES)
     formula_edits, removed = plan_yaml.derivatives_edits(derivatives, overloads)
@@ -89,9 +92,27 @@ def _groups_after(doc: native_yaml.NativeYaml, groups: tuple[OpGroup, ...], edit
         for member in group.members:
             start = len("".join(doc.lines[: member.entry.first_line]).encode())
             entry = doc.entry_text(member.entry).encode()
-            own = [Edit(e.path, e.start - start, e.end - start, e.text, e.why) for e in edits if start <= e.start < start + len(entry)]
+            # <=: a guarded bypass appends its key at the entry's very end
+            own = [Edit(e.path, e.start - start, e.end - start, e.text, e.why) for e in edits if start <= e.start <= start + len(entry)]
             texts.append(apply_edits(entry, own).decode())
     return "\n".join(texts)
+
+
+def _guarded_plan(tree: Tree, op: str, overloads: tuple[str, ...], edits: list[Edit], captured: Capture) -> Plan:
+    """Only the yaml key and the templates change: formulas, kernels and callers stay."""
+    return Plan(
+        op=op,
+        overloads=overloads,
+        changes=_changes(tree, edits),
+        foreach_ops=(),
+        leftovers=(),
+        losses=(
+            "nothing: when the guard refuses the fast path (autograd metadata, another device or layout, "
+            "Python or functorch keys, a profiler), the call goes through the dispatcher as before",
+        ),
+        capture=captured,
+        guarded=True,
+    )
 
 
 def _foreach_cascade(tree: Tree, op: str, edited_derivatives: str) -> tuple[list[str], list[Edit]]:

@@ -56,3 +56,17 @@ def test_real_tree_reasons(real_tree: Path) -> None:
     assert "structured_sort_stable_out" in statuses["sort"]["detail"]
     refused = run_codemod("bypass", "cat", "--tree", str(real_tree), "--dry-run")
     assert refused.returncode == 2 and "has `precomputed`" in refused.stderr
+
+
+def test_explain_names_the_call_path_and_where_each_piece_lives(tree: Path) -> None:
+    before = {p: p.read_bytes() for p in tree.rglob("*") if p.is_file()}
+    run = run_codemod("explain", "div", "--tree", str(tree))
+    assert run.returncode == 0, run.stderr
+    text = run.stdout
+    assert "2 structured group(s)" in text and "div.Tensor_mode" in text
+    assert "at::_ops::div_Tensor::call(self, other)" in text
+    assert "formula of div.Tensor, tools/autograd/derivatives.yaml:" in text
+    assert "structured_div_out::impl   aten/src/ATen/native/BinaryOps.cpp:" in text
+    assert "at::native::div  hand-written next to the kernel: codemod_bypass_div::wrapper_CPU_div_Tensor" in text
+    assert {p: p.read_bytes() for p in tree.rglob("*") if p.is_file()} == before
+    assert run_codemod("explain", "abs", "--tree", str(tree)).returncode == 2

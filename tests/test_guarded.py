@@ -1,0 +1,54 @@
+"""`bypass --guarded` on our target_tree/: only the yaml key and the templates change, torchgen keeps everything else."""
+from __future__ import annotations
+
+import difflib
+from pathlib import Path
+
+import pytest
+
+from codemod import native_yaml
+from codemod.tree import NATIVE_FUNCTIONS
+from tests.conftest import run_codemod, snapshot
+
+GENERATED_ELSEWHERE = ("aten/src/ATen/native/BinaryOps.cpp", "tools/autograd/derivatives.yaml", "torch/csrc/jit/runtime/static/ops.cpp")
+
+
+@pytest.mark.parametrize("op", ["mul", "div", "add"])
+def test_guarded_bypass_adds_the_key_keeps_the_kernels_and_reverts(tree: Path, op: str) -> None:
+    pristine = snapshot(tree)
+    doc = native_yaml.load(NATIVE_FUNCTIONS, pristine[NATIVE_FUNCTIONS].decode())
+    members = [m for g in native_yaml.op_groups(doc, op) for m in g.members]
+
+    run = run_codemod("bypass", op, "--tree", str(tree), "--guarded")
+    assert run.returncode == 0, run.stderr
+    assert "verified: autograd codegen ran clean" in run.stderr and f"at::__dispatch_{op}" in run.stderr
+    assert "no caller needs rewriting" in run.stderr
+    after = snapshot(tree)
+    assert {path for path in after if after[path] != pristine.get(path)} == {
+        NATIVE_FUNCTIONS, *(f"aten/src/ATen/templates/{name}" for name in ("Functions.h", "Functions.cpp", "TensorBody.h", "TensorMethods.cpp"))
+    } | {".codemod/" + op + ".json"}
+    assert all(after[path] == pristine[path] for path in GENERATED_ELSEWHERE)
+
+    # the yaml gains one `manual_cpp_binding: True` line per member, inside that member, and loses nothing
+    old, new = pristine[NATIVE_FUNCTIONS].decode().splitlines(), after[NATIVE_FUNCTIONS].decode().splitlines()
+    inserted = []
+    for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(a=old, b=new, autojunk=False).get_opcodes():
+        assert tag in ("equal", "insert"), (tag, old[i1:i2])
+        if tag == "insert":
+            assert new[j1:j2] == ["  manual_cpp_binding: True"]
+            inserted.append(i1)
+    assert len(inserted) == len(members)
+    assert all(any(m.entry.first_line < line <= m.entry.end_line for m in members) for line in inserted)
+
+    functions_cpp = after["aten/src/ATen/templates/Functions.cpp"].decode()
+    assert f"if (auto keys = detail::codemod_guarded_{op}::cpu_fast_path(" in functions_cpp
+    assert f"return at::cpu::{op}(self, other" in functions_cpp and f"at::_ops::{op}_Tensor::call(self, other" in functions_cpp
+
+    reverted = run_codemod("revert", op, "--tree", str(tree))
+    assert reverted.returncode == 0, reverted.stderr
+    assert snapshot(tree) == pristine
+
+
+def test_guarded_bypass_is_a_fixed_point(tree: Path) -> None:
+    check = run_codemod("bypass", "mul", "--tree", str(tree), "--guarded", "--check")
+    assert check.returncode == 0, check.stderr
