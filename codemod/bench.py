@@ -55,7 +55,11 @@ class CallGraph:
     inclusive: dict[str, Counter] = field(default_factory=lambda: defaultdict(Counter))  # caller -> callee -> Ir
 
     def entry(self, fragment: str) -> str:
-        return next(name for name in self.self_cost.keys() | self.calls.keys() if fragment in name)
+        found = next((name for name in self.self_cost.keys() | self.calls.keys() if fragment in name), None)
+        if found is None:
+            raise VerificationFailed(f"callgrind's call graph has no function `{fragment}...`: was the harness built "
+                                     "from cpp_ext/harness.cpp.in?")
+        return found
 
     def times_called(self, name: str) -> int:
         return sum(callees[name] for callees in self.calls.values())
