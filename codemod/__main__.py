@@ -1,3 +1,3 @@
 from codemod.cli import main
 
-main()
+main(prog_name="codemod")

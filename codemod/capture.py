@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 
-from codemod import codegen, cpp_syntax
+from codemod import codegen, cpp_syntax, progress
 from codemod.cpp_syntax import Source, text
 from codemod.errors import BadInput
 from codemod.native_yaml import NativeYaml, OpGroup
@@ -93,8 +93,9 @@ def group_yaml(doc: NativeYaml, groups: list[OpGroup]) -> str:
 def capture(tree: Tree, op: str, before_yaml: str, after_yaml: str, overloads: tuple[str, ...]) -> Capture:
     with tempfile.TemporaryDirectory(prefix="codemod-capture-") as scratch:
         before, after = Path(scratch, "before"), Path(scratch, "after")
-        codegen.aten_on_entries(tree, before_yaml, before)
-        codegen.aten_on_entries(tree, after_yaml, after)
+        with progress.step(f"capture: torchgen on the entries of {op}, as they are and as the bypass leaves them"):
+            codegen.aten_on_entries(tree, before_yaml, before)
+            codegen.aten_on_entries(tree, after_yaml, after)
         ops_names = {name.replace(".", "_"): name for name in overloads}
         register_cpu = _register_file(before, "CPU")
         scaffolding, helpers = _cpu_scaffolding(register_cpu)

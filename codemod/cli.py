@@ -7,13 +7,14 @@ from __future__ import annotations
 import contextlib
 import json
 import sys
+import time
 from pathlib import Path
 
 import click
 
 from codemod import bench as bench_step
 from codemod import build as build_step
-from codemod import catalog, fixed_point, journal, lock, patch, transaction
+from codemod import catalog, fixed_point, journal, lock, patch, progress, report, transaction
 from codemod import explain as explain_step
 from codemod.errors import EXIT_OK, CodemodError, VerificationFailed
 from codemod.plan import Plan, make_plan
@@ -30,34 +31,60 @@ def _say(message: str = "") -> None:
     click.echo(message, err=True)
 
 
-def _run(action) -> None:
+def _run(action, json_command: str | None = None) -> None:
+    """Run ACTION; on a CodemodError say why and exit with its code (as JSON too, for a --json command)."""
     try:
         action()
     except CodemodError as error:
         _say(f"codemod: {error}")
+        if json_command is not None:
+            click.echo(report.dumps(report.error(json_command, str(error), error.exit_code)))
         sys.exit(error.exit_code)
     sys.exit(EXIT_OK)
 
 
+def _complete_ops(bypassed: bool):
+    """Shell completion of OP from the tree's yaml (--tree if given before OP, else the current directory)."""
+
+    def complete(ctx: click.Context, _param: click.Parameter, incomplete: str) -> list[str]:
+        try:
+            tree = locate(ctx.params.get("tree_root") or ".")
+            names = [j.op for j in journal.bypassed(tree)] if bypassed else [s.op for s in catalog.catalog(tree) if s.bypassable]
+        except CodemodError:
+            return []
+        return [name for name in names if name.startswith(incomplete)]
+
+    return complete
+
+
+OP_ARGUMENT = click.argument("op", shell_complete=_complete_ops(bypassed=False))
+BYPASSED_OP_ARGUMENT = click.argument("op", shell_complete=_complete_ops(bypassed=True))
+JSON_OPTION = click.option("--json", "as_json", is_flag=True, help="Print one JSON object on stdout (see codemod/output.schema.json).")
+
+
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
-def main() -> None:
+@click.option("-q", "--quiet", is_flag=True, help="No progress lines.")
+@click.option("-v", "--verbose", is_flag=True, help="Also print every command run (codegen, compiler, valgrind).")
+def main(quiet: bool, verbose: bool) -> None:
     """Rewrite a PyTorch tree so a structured op bypasses the dispatcher.
 
     `bypass OP` makes OP's entries `manual_cpp_binding`, removes its autograd
     formula and writes its C++ function, method and native API by hand from
     what torchgen generated; `revert OP` restores every byte.
     """
+    progress.set_level(progress.QUIET if quiet else progress.VERBOSE if verbose else progress.NORMAL)
 
 
 @main.command()
-@click.argument("op")
+@OP_ARGUMENT
 @TREE_OPTION
 @click.option("--dry-run", is_flag=True, help="Print the patch on stdout; write nothing.")
 @click.option("--patch", "patch_file", type=click.Path(dir_okay=False, path_type=Path), help="Also write the patch to this file.")
 @click.option("--no-verify", is_flag=True, help="Skip re-running the tree's codegen after applying.")
 @click.option("--check", is_flag=True, help="Write nothing; exit 1 unless planning OP again after the bypass finds nothing to do.")
 @click.option("--guarded", is_flag=True, help="Keep the dispatcher, autograd and every kernel; take the CPU kernel directly only when that is safe.")
-def bypass(op: str, tree_root: Path, dry_run: bool, patch_file: Path | None, no_verify: bool, check: bool, guarded: bool) -> None:
+@JSON_OPTION
+def bypass(op: str, tree_root: Path, dry_run: bool, patch_file: Path | None, no_verify: bool, check: bool, guarded: bool, as_json: bool) -> None:
     """Make OP (mul, div, ...) call its CPU kernel without the dispatcher."""
 
     def action() -> None:
@@ -65,25 +92,44 @@ def bypass(op: str, tree_root: Path, dry_run: bool, patch_file: Path | None, no_
         with contextlib.nullcontext() if dry_run or check else lock.held(tree):
             if journal.load(tree, op) is not None:
                 _say(f"{op} is already bypassed in {tree.root} (see {journal.JOURNAL_DIR}/{op}.json); nothing to do")
+                if as_json:
+                    click.echo(report.dumps(report.already_bypassed(op)))
                 return
-            plan = make_plan(tree, op, guarded)
+            seconds: dict[str, float] = {}
+            with _timed(seconds, "plan"):
+                plan = make_plan(tree, op, guarded)
             diff = patch.render(plan.changes)
             if patch_file is not None:
                 patch_file.write_text(diff)
+            verified: list[str] = []
             if check:
                 _check_fixed_point(tree, plan)
-                return
-            if dry_run:
+            elif dry_run and not as_json:
                 click.echo(diff, nl=False)
-                _summary(tree, plan, applied=False)
-                return
-            journal.apply(tree, plan)
-            _summary(tree, plan, applied=True)
-            if not no_verify:
-                for line in verify(tree, plan):
+            elif not dry_run:
+                with _timed(seconds, "apply"):
+                    journal.apply(tree, plan)
+            applied = not (dry_run or check)
+            if not check:
+                _summary(tree, plan, applied)
+            if applied and not no_verify:
+                with progress.step("verify: the tree's ATen and autograd codegen"), _timed(seconds, "verify"):
+                    verified = verify(tree, plan)
+                for line in verified:
                     _say(f"verified: {line}")
+            if as_json:
+                click.echo(report.dumps(report.bypass(plan, applied=applied, verified=verified, seconds=seconds, diff=diff if dry_run else None)))
 
-    _run(action)
+    _run(action, "bypass" if as_json else None)
+
+
+@contextlib.contextmanager
+def _timed(seconds: dict[str, float], step: str):
+    start = time.monotonic()
+    try:
+        yield
+    finally:
+        seconds[step] = round(time.monotonic() - start, 3)
 
 
 def _check_fixed_point(tree: Tree, plan: Plan) -> None:
@@ -94,10 +140,11 @@ def _check_fixed_point(tree: Tree, plan: Plan) -> None:
 
 
 @main.command()
-@click.argument("op")
+@BYPASSED_OP_ARGUMENT
 @TREE_OPTION
 @click.option("--force", is_flag=True, help="Restore the recorded bytes even where files were edited since the bypass.")
-def revert(op: str, tree_root: Path, force: bool) -> None:
+@JSON_OPTION
+def revert(op: str, tree_root: Path, force: bool, as_json: bool) -> None:
     """Restore what `bypass OP` changed; keep later edits of those files (three-way), or refuse (exit 1) where
     they overlap the bypass's own hunks."""
 
@@ -110,8 +157,10 @@ def revert(op: str, tree_root: Path, force: bool) -> None:
             _say(f"  {entry.path}  ({entry.outcome})")
         for entry in (e for e in reverted if e.since):
             _say(f"{entry.path} was edited since the bypass:\n{entry.since}")
+        if as_json:
+            click.echo(report.dumps(report.revert(op, reverted)))
 
-    _run(action)
+    _run(action, "revert" if as_json else None)
 
 
 @main.command()
@@ -130,25 +179,27 @@ def recover(tree_root: Path) -> None:
 
 @main.command()
 @TREE_OPTION
-def status(tree_root: Path) -> None:
+@JSON_OPTION
+def status(tree_root: Path, as_json: bool) -> None:
     """Which ops are bypassed, and whether their files still hold what the bypass wrote."""
 
     def action() -> None:
         tree = locate(tree_root)
-        journals = journal.bypassed(tree)
+        journals = [(entry, journal.changed_since(tree, entry)) for entry in journal.bypassed(tree)]
         if not journals:
             _say(f"no op is bypassed in {tree.root}")
-        for entry in journals:
-            changed = journal.changed_since(tree, entry)
+        for entry, changed in journals:
             state = f"changed since: {', '.join(changed)}" if changed else "matches the journal"
             _say(f"{entry.op} ({', '.join(entry.overloads)}): {len(entry.files)} files, {state}")
+        if as_json:
+            click.echo(report.dumps(report.status(tree.root, journals)))
 
-    _run(action)
+    _run(action, "status" if as_json else None)
 
 
 @main.command()
 @TREE_OPTION
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON object: every op with its status.")
+@JSON_OPTION
 @click.option("--bypassable", "only_bypassable", is_flag=True, help="List only the ops `bypass` can take.")
 def ops(tree_root: Path, as_json: bool, only_bypassable: bool) -> None:
     """Every op of the tree's yaml: can `bypass` take it, and if not, why."""
@@ -157,18 +208,18 @@ def ops(tree_root: Path, as_json: bool, only_bypassable: bool) -> None:
         statuses = catalog.catalog(locate(tree_root))
         shown = [s for s in statuses if s.bypassable or not only_bypassable]
         if as_json:
-            click.echo(json.dumps({"ops": [s.to_dict() for s in shown]}, indent=1))
+            click.echo(report.dumps({"command": "ops", "ops": [s.to_dict() for s in shown]}))
             return
         for status in shown:
             detail = ", ".join(status.overloads) if status.bypassable else "; ".join(filter(None, (status.reason, status.detail)))
             click.echo(f"{status.op:<40} {'yes' if status.bypassable else 'no':<4} {detail}")
         _say(catalog.summary(statuses))
 
-    _run(action)
+    _run(action, "ops" if as_json else None)
 
 
 @main.command()
-@click.argument("op")
+@OP_ARGUMENT
 @TREE_OPTION
 def explain(op: str, tree_root: Path) -> None:
     """OP's call path today and after each kind of bypass, and what a bypass writes by hand. Writes nothing."""
@@ -178,8 +229,8 @@ def explain(op: str, tree_root: Path) -> None:
 def _summary(tree: Tree, plan: Plan, applied: bool) -> None:
     verb = "changed" if applied else "would change"
     _say(f"bypass {plan.op} ({', '.join(plan.overloads)}) {verb} {len(plan.changes)} files in {tree.root}:")
-    for path, added, removed in patch.stat(plan.changes):
-        _say(f"  {path}  +{added} -{removed}")
+    for row in patch.stat(plan.changes):
+        _say(f"  {row.path}  +{row.added} -{row.removed}" + ("  (new file)" if row.created else ""))
     _say(f"{plan.op} loses:")
     for loss in plan.losses:
         _say(f"  - {loss}")
@@ -194,7 +245,7 @@ def _summary(tree: Tree, plan: Plan, applied: bool) -> None:
 
 
 @main.command()
-@click.argument("op")
+@OP_ARGUMENT
 @TREE_OPTION
 @click.option("--no-check", is_flag=True, help="Only compile; do not run the harness's correctness checks.")
 @click.option("-v", "--verbose", is_flag=True, help="Print every check, not only the failures.")
@@ -221,7 +272,7 @@ def build(op: str, tree_root: Path, no_check: bool, verbose: bool) -> None:
 
 
 @main.command()
-@click.argument("op")
+@OP_ARGUMENT
 @TREE_OPTION
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of a table.")
 @click.option("--no-callgrind", is_flag=True, help="Skip the instruction counts (valgrind takes ~30 s).")

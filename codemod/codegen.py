@@ -11,6 +11,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
+from codemod import progress
 from codemod.errors import VerificationFailed
 from codemod.tree import DERIVATIVES, NATIVE_FUNCTIONS, TAGS, TEMPLATES, Tree
 
@@ -19,6 +20,7 @@ def run(tree: Tree, args: list[str], what: str) -> None:
     """Run `python ARGS` with the tree's packages first; raise with the codegen's own words."""
     # torchgen writes some outputs (the AOTI shims) relative to its working directory:
     # run it in a scratch directory so that nothing lands in the tree.
+    progress.command([tree.python, *args])
     with tempfile.TemporaryDirectory(prefix="codemod-cwd-") as cwd:
         result = subprocess.run([tree.python, *args], env=tree.python_env(), cwd=cwd, capture_output=True, text=True)
     if result.returncode != 0:

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import difflib
+from dataclasses import dataclass
 
 from codemod.plan import FileChange
 
@@ -25,15 +26,27 @@ def _file_diff(change: FileChange) -> str:
     return "".join(out)
 
 
-def stat(changes: tuple[FileChange, ...]) -> list[tuple[str, int, int]]:
-    """(path, lines added, lines removed) per changed file."""
+@dataclass(frozen=True)
+class FileStat:
+    path: str
+    added: int  # lines
+    removed: int
+    hunks: int
+    created: bool
+
+
+def stat(changes: tuple[FileChange, ...]) -> list[FileStat]:
+    """Lines added and removed, and hunks, per changed file."""
     rows = []
     for change in changes:
-        added = removed = 0
-        for line in _file_diff(change).splitlines():
-            if line.startswith("+") and not line.startswith("+++"):
-                added += 1
-            elif line.startswith("-") and not line.startswith("---"):
-                removed += 1
-        rows.append((change.path, added, removed))
+        lines = _file_diff(change).splitlines()
+        rows.append(
+            FileStat(
+                change.path,
+                added=sum(line.startswith("+") and not line.startswith("+++") for line in lines),
+                removed=sum(line.startswith("-") and not line.startswith("---") for line in lines),
+                hunks=sum(line.startswith("@@") for line in lines),
+                created=change.before is None,
+            )
+        )
     return rows

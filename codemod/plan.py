@@ -5,7 +5,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 
 from codemod import capture as capture_step
-from codemod import exact_text, foreach, native_yaml, plan_callers, plan_cpp, plan_guarded, plan_yaml
+from codemod import exact_text, foreach, native_yaml, plan_callers, plan_cpp, plan_guarded, plan_yaml, progress
 from codemod.capture import Capture
 from codemod.edits import Edit, apply_edits
 from codemod.native_yaml import OpGroup
@@ -117,7 +117,8 @@ def _guarded_plan(tree: Tree, op: str, overloads: tuple[str, ...], edits: list[E
 
 def _foreach_cascade(tree: Tree, op: str, edited_derivatives: str) -> tuple[list[str], list[Edit]]:
     """Foreach ops that reuse a removed formula, and the autograd codegen edit that exempts them."""
-    ops = foreach.foreach_ops_losing_autograd(tree, edited_derivatives)
+    with progress.step("foreach cascade: the tree's autograd loader on the foreach entries"):
+        ops = foreach.foreach_ops_losing_autograd(tree, edited_derivatives)
     return ops, (foreach.exempt_foreach_ops(tree, ops, op) if ops else [])
 
 
