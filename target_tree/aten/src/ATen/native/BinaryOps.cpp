@@ -15,9 +15,20 @@
 #else
 #include <ATen/ops/add.h>
 #include <ATen/ops/add_native.h>
+#include <ATen/ops/atan2_meta.h>
+#include <ATen/ops/atan2_native.h>
+#include <ATen/ops/copysign.h>
+#include <ATen/ops/copysign_meta.h>
+#include <ATen/ops/copysign_native.h>
 #include <ATen/ops/div.h>
 #include <ATen/ops/div_meta.h>
 #include <ATen/ops/div_native.h>
+#include <ATen/ops/fmax_meta.h>
+#include <ATen/ops/fmax_native.h>
+#include <ATen/ops/hypot_meta.h>
+#include <ATen/ops/hypot_native.h>
+#include <ATen/ops/maximum_meta.h>
+#include <ATen/ops/maximum_native.h>
 #include <ATen/ops/mul.h>
 #include <ATen/ops/mul_meta.h>
 #include <ATen/ops/mul_native.h>
@@ -29,7 +40,8 @@
 #endif
 
 // Binary arithmetic: the meta (shape/dtype) and impl (compute) halves of the
-// structured kernels for add / sub / mul / div, and the hand-written Scalar
+// structured kernels for add / sub / mul / div and for the binary math ops
+// atan2 / hypot / maximum / fmax / copysign, and the hand-written Scalar
 // overloads and aliases that route back into them.
 
 namespace at::meta {
@@ -46,6 +58,11 @@ bool is_rounding_division(std::optional<std::string_view> rounding_mode) {
       "div expected rounding_mode to be one of None, 'trunc', or 'floor' "
       "but found '", *rounding_mode, "'");
   return true;
+}
+
+// maximum and fmax pick one of two values by order, which complex numbers lack.
+void check_not_complex(const char* op, const Tensor& self, const Tensor& other) {
+  TORCH_CHECK(!self.is_complex() && !other.is_complex(), op, " not implemented for complex tensors.");
 }
 
 } // namespace
@@ -87,6 +104,31 @@ TORCH_META_FUNC2(div, Tensor_mode) (
   }
 }
 
+// atan2 and copysign give a float result for integer inputs, like true division.
+TORCH_META_FUNC(atan2) (const Tensor& self, const Tensor& other) {
+  build_borrowing_binary_float_op(maybe_get_output(), self, other);
+}
+
+TORCH_META_FUNC2(copysign, Tensor) (const Tensor& self, const Tensor& other) {
+  build_borrowing_binary_float_op(maybe_get_output(), self, other);
+}
+
+// hypot keeps the promoted dtype: its CPU kernel has no integer instance.
+TORCH_META_FUNC(hypot) (const Tensor& self, const Tensor& other) {
+  build_borrowing_binary_op(maybe_get_output(), self, other);
+}
+
+TORCH_META_FUNC(maximum) (const Tensor& self, const Tensor& other) {
+  check_not_complex("maximum", self, other);
+  build_borrowing_binary_op(maybe_get_output(), self, other);
+}
+
+// fmax differs from maximum only in its kernel: a NaN loses to a number.
+TORCH_META_FUNC(fmax) (const Tensor& self, const Tensor& other) {
+  check_not_complex("fmax", self, other);
+  build_borrowing_binary_op(maybe_get_output(), self, other);
+}
+
 } // namespace at::meta
 
 namespace at::native {
@@ -99,6 +141,10 @@ DEFINE_DISPATCH(div_floor_stub);
 DEFINE_DISPATCH(div_trunc_stub);
 DEFINE_DISPATCH(remainder_stub);
 DEFINE_DISPATCH(atan2_stub);
+DEFINE_DISPATCH(hypot_stub);
+DEFINE_DISPATCH(maximum_stub);
+DEFINE_DISPATCH(fmax_stub);
+DEFINE_DISPATCH(copysign_stub);
 
 // add.out has no TORCH_IMPL_FUNC here: it is a ufunc (see `ufunc_inner_loop`
 // in native_functions.yaml), so torchgen writes structured_ufunc_add_CPU /
@@ -132,6 +178,27 @@ TORCH_IMPL_FUNC(div_out_mode) (
   } else {
     div_floor_stub(device_type(), *this);
   }
+}
+
+// The meta functions above chose the result dtype; each kernel only computes.
+TORCH_IMPL_FUNC(atan2_out) (const Tensor& self, const Tensor& other, const Tensor& result) {
+  atan2_stub(device_type(), *this);
+}
+
+TORCH_IMPL_FUNC(hypot_out) (const Tensor& self, const Tensor& other, const Tensor& result) {
+  hypot_stub(device_type(), *this);
+}
+
+TORCH_IMPL_FUNC(maximum_out) (const Tensor& self, const Tensor& other, const Tensor& result) {
+  maximum_stub(device_type(), *this);
+}
+
+TORCH_IMPL_FUNC(fmax_out) (const Tensor& self, const Tensor& other, const Tensor& result) {
+  fmax_stub(device_type(), *this);
+}
+
+TORCH_IMPL_FUNC(copysign_out) (const Tensor& self, const Tensor& other, const Tensor& result) {
+  copysign_stub(device_type(), *this);
 }
 
 // ---------------------------------------------------------------------------
@@ -178,6 +245,18 @@ Tensor div(const Tensor& self, const Scalar& other, std::optional<std::string_vi
 
 Tensor& div_(Tensor& self, const Scalar& other, std::optional<std::string_view> rounding_mode) {
   return self.div_(wrapped_scalar_tensor(other), rounding_mode);
+}
+
+Tensor copysign(const Tensor& self, const Scalar& other) {
+  return at::copysign(self, wrapped_scalar_tensor(other));
+}
+
+Tensor& copysign_(Tensor& self, const Scalar& other) {
+  return self.copysign_(wrapped_scalar_tensor(other));
+}
+
+Tensor& copysign_out(const Tensor& self, const Scalar& other, Tensor& result) {
+  return at::copysign_out(result, self, wrapped_scalar_tensor(other));
 }
 
 // ---------------------------------------------------------------------------
