@@ -10,10 +10,15 @@ import pytest
 from codemod import codegen, native_yaml
 from codemod.capture import Capture
 from codemod.plan import make_plan
-from codemod.tree import DERIVATIVES, NATIVE_FUNCTIONS, NATIVE_SOURCES, locate
+from codemod.tree import DERIVATIVES, NATIVE_FUNCTIONS, NATIVE_SOURCES, TEMPLATES, locate
 from tests.conftest import FIXTURES, run_codemod, snapshot
 
+TEMPLATE_FILES = {f"{TEMPLATES}/{name}" for name in ("Functions.h", "Functions.cpp", "TensorBody.h", "TensorMethods.cpp")}
+
 OPS = ["mul", "sub", "div", "add"]  # add.out is a ufunc: its CPU kernel files are carried over
+# Structured binary math ops: maximum and fmax have no in-place variant; copysign also has
+# Scalar overloads that are not structured and must stay as they are. Op -> its removed formula.
+MATH_OPS = {"atan2": "atan2", "hypot": "hypot", "maximum": "maximum", "fmax": "fmax", "copysign": "copysign.Tensor"}
 
 
 def changed_lines(before: str, after: str) -> set[int]:
@@ -26,7 +31,7 @@ def changed_lines(before: str, after: str) -> set[int]:
     return lines
 
 
-@pytest.mark.parametrize("op", OPS)
+@pytest.mark.parametrize("op", [*OPS, *MATH_OPS])
 def test_dry_run_writes_nothing_and_its_patch_applies(tree: Path, op: str) -> None:
     before = snapshot(tree)
     result = run_codemod("bypass", op, "--tree", str(tree), "--dry-run")
@@ -43,29 +48,10 @@ def test_dry_run_writes_nothing_and_its_patch_applies(tree: Path, op: str) -> No
 @pytest.mark.parametrize("op", OPS)
 def test_bypass_verifies_touches_only_the_op_and_reverts_byte_for_byte(tree: Path, op: str) -> None:
     pristine, pristine_directories = snapshot(tree), directories(tree)
-    doc = native_yaml.load(NATIVE_FUNCTIONS, (tree / NATIVE_FUNCTIONS).read_text())
-    groups = native_yaml.op_groups(doc, op)
-    member_lines = {i for g in groups for m in g.members for i in range(m.entry.first_line, m.entry.end_line)}
-
     result = run_codemod("bypass", op, "--tree", str(tree))
-    assert result.returncode == 0, result.stderr
-    assert "verified: torchgen (ATen codegen) ran clean" in result.stderr
-    assert "verified: autograd codegen ran clean" in result.stderr
-    assert f"at::__dispatch_{op}" in result.stderr
-
+    assert_verified(result, op)
     after = snapshot(tree)
-    yaml_changes = changed_lines(pristine[NATIVE_FUNCTIONS].decode(), after[NATIVE_FUNCTIONS].decode())
-    assert yaml_changes and yaml_changes <= member_lines
-    bypassed = native_yaml.load(NATIVE_FUNCTIONS, after[NATIVE_FUNCTIONS].decode())
-    for name in (m.name for g in groups for m in g.members):
-        entry = native_yaml.parse_entry(bypassed, bypassed.by_name()[name])
-        assert entry.values["manual_cpp_binding"] is True
-        assert not set(native_yaml.STRUCTURED_KEYS) & entry.values.keys()
-
-    removed = set(pristine[DERIVATIVES].decode().splitlines()) - set(after[DERIVATIVES].decode().splitlines())
-    assert any(line.startswith(f"- name: {op}.Tensor(") for line in removed)
-    overloads = {m.name for g in groups for m in g.members}
-    assert all(not line.startswith("- name:") or line[len("- name: ") :].split("(")[0] in overloads for line in removed)
+    assert f"{op}.Tensor" in removed_formulas(op, pristine, after)
 
     callers = after["torch/csrc/jit/runtime/static/ops.cpp"].decode()
     assert f"at::cpu::{op}(" not in callers and f"at::cpu::{op}_out(" not in callers
@@ -81,6 +67,57 @@ def test_bypass_verifies_touches_only_the_op_and_reverts_byte_for_byte(tree: Pat
     assert directories(tree) == pristine_directories
     twice = run_codemod("revert", op, "--tree", str(tree))
     assert twice.returncode == 2 and "not bypassed" in twice.stderr
+
+
+def assert_verified(result: subprocess.CompletedProcess[str], op: str) -> None:
+    assert result.returncode == 0, result.stderr
+    assert "verified: torchgen (ATen codegen) ran clean" in result.stderr
+    assert "verified: autograd codegen ran clean" in result.stderr
+    assert f"verified: torchgen now generates at::__dispatch_{op}, " in result.stderr
+
+
+def removed_formulas(op: str, before: dict[str, bytes], after: dict[str, bytes]) -> set[str]:
+    """Checks the bypass of OP made exactly its group's yaml entries manual, and removed
+    formulas of those entries only; returns the overload names of the removed formulas."""
+    doc = native_yaml.load(NATIVE_FUNCTIONS, before[NATIVE_FUNCTIONS].decode())
+    members = [m for g in native_yaml.op_groups(doc, op) for m in g.members]
+    member_lines = {i for m in members for i in range(m.entry.first_line, m.entry.end_line)}
+    yaml_changes = changed_lines(before[NATIVE_FUNCTIONS].decode(), after[NATIVE_FUNCTIONS].decode())
+    assert yaml_changes and yaml_changes <= member_lines
+    bypassed = native_yaml.load(NATIVE_FUNCTIONS, after[NATIVE_FUNCTIONS].decode())
+    for member in members:
+        entry = native_yaml.parse_entry(bypassed, bypassed.by_name()[member.name])
+        assert entry.values["manual_cpp_binding"] is True
+        assert not set(native_yaml.STRUCTURED_KEYS) & entry.values.keys()
+
+    removed = set(before[DERIVATIVES].decode().splitlines()) - set(after[DERIVATIVES].decode().splitlines())
+    names = {line[len("- name: ") :].split("(")[0] for line in removed if line.startswith("- name: ")}
+    assert names <= {m.name for m in members}
+    return names
+
+
+def test_math_ops_bypass_one_after_another_and_revert_in_reverse_order(tree: Path) -> None:
+    """Five more structured ops on one tree, each bypass verified by the real codegens on
+    the tree as it then is; each revert restores exactly the bytes before its bypass."""
+    states = [(snapshot(tree), directories(tree))]
+    for op, formula in MATH_OPS.items():
+        before = states[-1][0]
+        assert_verified(run_codemod("bypass", op, "--tree", str(tree)), op)
+        after = snapshot(tree)
+        assert removed_formulas(op, before, after) == {formula}
+        # the meta/impl definitions we wrote are the ones torchgen's struct names point at
+        meta_struct = "structured_copysign_Tensor" if op == "copysign" else f"structured_{op}"
+        binary_ops = after[f"{NATIVE_SOURCES}/BinaryOps.cpp"].decode()
+        assert f"struct TORCH_API structured_{op}_out : public at::meta::{meta_struct} {{" in binary_ops
+        changed = {rel for rel in after if before.get(rel) != after[rel]}
+        assert changed == {NATIVE_FUNCTIONS, DERIVATIVES, f"{NATIVE_SOURCES}/BinaryOps.cpp", *TEMPLATE_FILES, f".codemod/{op}.json"}
+        states.append((after, directories(tree)))
+
+    for op in reversed(MATH_OPS):
+        states.pop()
+        reverted = run_codemod("revert", op, "--tree", str(tree))
+        assert reverted.returncode == 0, reverted.stderr
+        assert (snapshot(tree), directories(tree)) == states[-1]
 
 
 def directories(root: Path) -> set[str]:
