@@ -1,9 +1,10 @@
 """Issue "works on PyTorch itself": bypass on the full real tree built from the torch wheel.
 
 One module-scoped fixture does the expensive work once: build the tree, bypass `mul`,
-`div` and `add` (a ufunc) through the real CLI (`--no-verify`: the fixture runs the tree's own codegen
-itself, once for both ops), regenerate ATen with per-operator headers next to the autograd
-codegen, and compile the rewritten sources against the regenerated headers (in parallel).
+`div`, `add` (a ufunc) and five binary math ops through the real CLI, one at a time (`--no-verify`:
+the fixture runs the tree's own codegen itself, once for all ops), regenerate ATen with per-operator
+headers next to the autograd codegen, and compile the rewritten sources against the regenerated
+headers (in parallel).
 The tests then assert on what was recorded; reverts and the byte comparison come last.
 """
 from __future__ import annotations
@@ -33,7 +34,16 @@ CALLERS = ("torch/csrc/jit/runtime/static/ops.cpp", "torch/csrc/autograd/Variabl
 MUL_ENTRIES = ("mul.Tensor", "mul_.Tensor", "mul.out")
 ADD_ENTRIES = ("add.Tensor", "add_.Tensor", "add.out")
 UFUNC_SOURCES = ("aten/src/ATen/native/UfuncCPU_add.cpp", "aten/src/ATen/native/cpu/UfuncCPUKernel_add.cpp")
-BYPASSED = ("mul", "div", "add")
+# Each math op's structured group, functional entry first (its formula is the one removed).
+# maximum and fmax have no in-place entry; copysign's Scalar overloads are not structured.
+MATH_ENTRIES = {
+    "atan2": ("atan2", "atan2_", "atan2.out"),
+    "hypot": ("hypot", "hypot_", "hypot.out"),
+    "maximum": ("maximum", "maximum.out"),
+    "fmax": ("fmax", "fmax.out"),
+    "copysign": ("copysign.Tensor", "copysign_.Tensor", "copysign.out"),
+}
+BYPASSED = ("mul", "div", "add", *MATH_ENTRIES)
 DIV_ENTRIES = ("div.Tensor", "div_.Tensor", "div.out", "div.Tensor_mode", "div_.Tensor_mode", "div.out_mode")
 
 CALLS_CPP = """\
@@ -49,10 +59,21 @@ at::Tensor use_bypassed_api(const at::Tensor& a, const at::Tensor& b, at::Tensor
   d.div_(u, "trunc");
   at::add_out(o, at::add(a, b, 2), t);
   d.add_(t, 0.5);
+  at::Tensor m = at::maximum(at::atan2(a, b), a.hypot(b));
+  at::atan2_out(o, m, b);
+  m.atan2_(u).hypot_(d);
+  at::hypot_outf(a, m, o);
+  at::maximum_out(o, m, a.fmax(b));
+  at::fmax_outf(m, t, o);
+  at::Tensor c = m.copysign(b);
+  c.copysign_(u);
+  at::copysign_out(o, c, a);
+  // copysign's Scalar overloads are still generated and dispatched, beside the hand-written ones
+  c = at::copysign(c, -1.5).copysign(2);
   // The dispatcher entries are still generated, under their renamed names: this proves
   // the regenerated headers (not the wheel's) are the ones compiled against.
   at::Tensor (*dispatched)(const at::Tensor&, const at::Tensor&) = &at::__dispatch_mul;
-  return dispatched(t.div(u), d);
+  return dispatched(t.div(u), d).add(c);
 }
 """
 
@@ -70,10 +91,22 @@ class RealTree:
     include: Path  # clean-build include dir: regenerated ATen over the wheel's hand-written headers
     out: Path  # = include/ATen, torchgen's output
     before: dict[str, str]  # files as they were before any bypass
-    after_mul: dict[str, str]  # the same files right after `bypass mul`
-    after_div: dict[str, str]  # and right after `bypass div`, which came next
+    after: dict[str, dict[str, str]] = field(default_factory=dict)  # op -> the same files right after its bypass
     runs: dict[str, subprocess.CompletedProcess[str]] = field(default_factory=dict)
     compiles: dict[str, subprocess.CompletedProcess[str]] = field(default_factory=dict)
+
+    @property
+    def after_mul(self) -> dict[str, str]:
+        return self.after["mul"]
+
+    @property
+    def after_div(self) -> dict[str, str]:
+        return self.after["div"]
+
+    def before_bypass(self, op: str) -> dict[str, str]:
+        """The files as the bypass of OP found them (after the ops bypassed before it)."""
+        index = BYPASSED.index(op)
+        return self.after[BYPASSED[index - 1]] if index else self.before
 
 
 def _read(root: Path, *rels: str) -> dict[str, str]:
@@ -146,13 +179,11 @@ def real(tmp_path_factory: pytest.TempPathFactory) -> RealTree:
     write_tree_from_torch(dest, TARGET_TREE)
     shutil.copytree(dest, pristine, symlinks=True)
     files = (NATIVE, DERIVATIVES, GEN_VARIABLE_TYPE)
-    state = RealTree(dest, pristine, include, include / "ATen", _read(dest, *files), {}, {})
+    state = RealTree(dest, pristine, include, include / "ATen", _read(dest, *files))
 
-    state.runs["bypass mul"] = run_codemod("bypass", "mul", "--tree", str(dest), "--no-verify")
-    state.after_mul = _read(dest, *files)
-    state.runs["bypass div"] = run_codemod("bypass", "div", "--tree", str(dest), "--no-verify")
-    state.after_div = _read(dest, *files)
-    state.runs["bypass add"] = run_codemod("bypass", "add", "--tree", str(dest), "--no-verify")
+    for op in BYPASSED:
+        state.runs[f"bypass {op}"] = run_codemod("bypass", op, "--tree", str(dest), "--no-verify")
+        state.after[op] = _read(dest, *files)
     if any(state.runs[f"bypass {op}"].returncode != 0 for op in BYPASSED):
         return state  # the tests report the CLI's own words
 
@@ -215,6 +246,21 @@ def _assert_only_deleted_within(before: str, after: str, *spans: range) -> None:
     assert len(removed) <= sum(len(span) for span in spans)
 
 
+def _assert_made_manual(before: str, after: str, names: tuple[str, ...]) -> None:
+    """Only the lines of the entries NAMES changed, each of them did and is now manual, not structured."""
+    spans = _entries(before, "func")
+    owned = {i for name in names for i in spans[name]}
+    touched, _, _ = _changed_lines(before, after)
+    assert touched and touched <= owned, sorted(touched - owned)[:10]
+    after_spans = _entries(after, "func")
+    after_lines = after.splitlines()
+    for name in names:
+        assert touched & set(spans[name]), f"{name} unchanged"
+        entry = "\n".join(after_lines[i] for i in after_spans[name])
+        assert "manual_cpp_binding: True" in entry, entry
+        assert not re.search(r"^\s+(structured|structured_delegate|structured_inherits|dispatch):", entry, re.M), entry
+
+
 def _stderr(run: subprocess.CompletedProcess[str]) -> str:
     return "\n".join((run.stderr or run.stdout).strip().splitlines()[-25:])
 
@@ -222,7 +268,7 @@ def _stderr(run: subprocess.CompletedProcess[str]) -> str:
 def test_bypass_add_on_top_of_mul_and_div_touches_only_the_add_entries(real: RealTree) -> None:
     run = real.runs["bypass add"]
     assert run.returncode == 0, run.stderr
-    after = _read(real.dest, NATIVE, DERIVATIVES, GEN_VARIABLE_TYPE)
+    after = real.after["add"]
     spans = _entries(real.after_div[NATIVE], "func")
     touched, _, _ = _changed_lines(real.after_div[NATIVE], after[NATIVE])
     assert touched <= {i for name in ADD_ENTRIES for i in spans[name]}
@@ -239,18 +285,7 @@ def test_bypass_mul_exits_0_and_touches_only_the_mul_entries(real: RealTree) -> 
     run = real.runs["bypass mul"]
     assert run.returncode == 0, run.stderr
     before, after = real.before, real.after_mul
-
-    spans = _entries(before[NATIVE], "func")
-    owned = {i for name in MUL_ENTRIES for i in spans[name]}
-    touched, _, _ = _changed_lines(before[NATIVE], after[NATIVE])
-    assert touched and touched <= owned, sorted(touched - owned)[:10]
-    after_spans = _entries(after[NATIVE], "func")
-    after_lines = after[NATIVE].splitlines()
-    for name in MUL_ENTRIES:
-        assert touched & set(spans[name]), f"{name} unchanged"
-        entry = "\n".join(after_lines[i] for i in after_spans[name])
-        assert "manual_cpp_binding: True" in entry, entry
-        assert not re.search(r"^\s+(structured|structured_delegate|structured_inherits|dispatch):", entry, re.M), entry
+    _assert_made_manual(before[NATIVE], after[NATIVE], MUL_ENTRIES)
 
     formulas = _entries(before[DERIVATIVES], "name")
     _assert_only_deleted_within(before[DERIVATIVES], after[DERIVATIVES], formulas["mul.Tensor"])
@@ -259,6 +294,39 @@ def test_bypass_mul_exits_0_and_touches_only_the_mul_entries(real: RealTree) -> 
     _, removed, added = _changed_lines(before[GEN_VARIABLE_TYPE], after[GEN_VARIABLE_TYPE])
     assert added and not removed, removed
     assert any("_foreach_mul" in line for line in added), added
+
+
+@pytest.mark.parametrize("op", MATH_ENTRIES)
+def test_bypass_math_op_touches_only_its_own_entries_and_formula(real: RealTree, op: str) -> None:
+    run = real.runs[f"bypass {op}"]
+    assert run.returncode == 0, run.stderr
+    entries = MATH_ENTRIES[op]
+    reported = re.search(rf"^bypass {op} \((.*)\) changed", run.stderr, re.M)
+    assert reported and set(reported.group(1).split(", ")) == set(entries), run.stderr[:300]
+    before, after = real.before_bypass(op), real.after[op]
+    _assert_made_manual(before[NATIVE], after[NATIVE], entries)
+    formulas = _entries(before[DERIVATIVES], "name")
+    _assert_only_deleted_within(before[DERIVATIVES], after[DERIVATIVES], formulas[entries[0]])
+    assert entries[0] not in _entries(after[DERIVATIVES], "name")
+
+
+@pytest.mark.parametrize("op", MATH_ENTRIES)
+def test_foreach_exemptions_are_the_ones_reported(real: RealTree, op: str) -> None:
+    """_foreach_maximum.List and its in-place form reuse maximum's formula; no foreach op reuses the others'."""
+    run = real.runs[f"bypass {op}"]
+    assert run.returncode == 0, run.stderr
+    _, removed, added = _changed_lines(real.before_bypass(op)[GEN_VARIABLE_TYPE], real.after[op][GEN_VARIABLE_TYPE])
+    exempted = set(re.findall(r'^\s+\("(\w+)", "(\w*)"\),$', "\n".join(added), re.M))
+    assert exempted == ({("_foreach_maximum", "List")} if op == "maximum" else set())
+    # the summary names the foreach ops that lose autograd and counts the lines of the edit
+    lost = re.search(r"^\s+- autograd of (.*), which reused that formula$", run.stderr, re.M)
+    named = {tuple(name.split(".")) for name in lost.group(1).split(", ")} if lost else set()
+    assert {(base.rstrip("_"), overload) for base, overload in named} == exempted, run.stderr
+    counted = re.search(rf"^\s+{re.escape(GEN_VARIABLE_TYPE)}\s+\+(\d+) -(\d+)$", run.stderr, re.M)
+    if exempted:
+        assert counted and (int(counted[1]), int(counted[2])) == (len(added), len(removed)), run.stderr
+    else:
+        assert counted is None and not added and not removed
 
 
 def test_bypass_div_on_top_of_mul_touches_only_the_div_entries(real: RealTree) -> None:
@@ -292,6 +360,17 @@ def test_the_trees_own_codegen_runs_clean(real: RealTree) -> None:
     assert not (real.out / "ops/mul_meta.h").exists() and not (real.out / "ops/mul_cpu_dispatch.h").exists()
     assert "structured_mul_Tensor" not in (real.out / "NativeMetaFunctions.h").read_text()
     assert not list(real.out.glob("Ufunc*_add.*"))  # the tree now holds add's CPU kernel itself
+
+
+@pytest.mark.parametrize("op", MATH_ENTRIES)
+def test_math_op_dispatcher_entries_renamed_and_scaffolding_gone(real: RealTree, op: str) -> None:
+    assert real.runs.get("torchgen") and real.runs["torchgen"].returncode == 0, "the bypass or the codegen failed"
+    per_op = (real.out / f"ops/{op}.h").read_text()
+    assert f"__dispatch_{op}(const at::Tensor & self, const at::Tensor & other)" in per_op
+    assert f"at::Tensor {op}(const at::Tensor & self, const at::Tensor & other)" not in per_op
+    assert not (real.out / f"ops/{op}_meta.h").exists() and not (real.out / f"ops/{op}_cpu_dispatch.h").exists()
+    if op == "copysign":  # the Scalar overload keeps its generated API
+        assert "at::Tensor copysign(const at::Tensor & self, const at::Scalar & other)" in per_op
 
 
 @pytest.mark.parametrize("unit", [
