@@ -5,6 +5,7 @@ another `codemod` process, later work is bytes edited in the tree.
 """
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import itertools
 import os
@@ -319,5 +320,5 @@ def test_a_bypass_that_leaves_the_op_structured_is_not_a_fixed_point(tree: Path)
     without_yaml_edit = tuple(
         FileChange(c.path, c.before, c.before) if c.path == NATIVE_FUNCTIONS else c for c in plan.changes
     )
-    problem = fixed_point.second_plan_problem(locate(tree), plan.__class__(**{**plan.__dict__, "changes": without_yaml_edit}))
+    problem = fixed_point.second_plan_problem(locate(tree), dataclasses.replace(plan, changes=without_yaml_edit))
     assert problem is not None and problem.startswith("a second bypass of mul would change")
