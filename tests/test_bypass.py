@@ -97,11 +97,14 @@ def removed_formulas(op: str, before: dict[str, bytes], after: dict[str, bytes])
 
 
 def test_math_ops_bypass_one_after_another_and_revert_in_reverse_order(tree: Path) -> None:
-    """Five more structured ops on one tree, each bypass verified by the real codegens on
-    the tree as it then is; each revert restores exactly the bytes before its bypass."""
+    """Five more structured ops on one tree, each a fixed point (--check), each bypass verified by
+    the real codegens on the tree as it then is; each revert restores exactly the bytes before its bypass."""
     states = [(snapshot(tree), directories(tree))]
     for op, formula in MATH_OPS.items():
         before = states[-1][0]
+        check = run_codemod("bypass", op, "--tree", str(tree), "--check")
+        assert check.returncode == 0 and f"checked: planning {op} again after the bypass finds" in check.stderr, check.stderr
+        assert snapshot(tree) == before
         assert_verified(run_codemod("bypass", op, "--tree", str(tree)), op)
         after = snapshot(tree)
         assert removed_formulas(op, before, after) == {formula}
