@@ -14,7 +14,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from codemod import capture, foreach, native_yaml, plan_callers, plan_cpp, plan_yaml
+from codemod import capture, codegen, foreach, native_yaml, plan_callers, plan_cpp, plan_yaml
 from codemod.edits import apply_edits
 from codemod.fromtorch import write_tree_from_torch
 from codemod.plan import op_entries
@@ -42,9 +42,14 @@ def main(op: str) -> None:
         text = tree.path(DERIVATIVES).read_text()
         edits, _ = timed("plan the derivatives.yaml edit", lambda: plan_yaml.derivatives_edits(text, entries.overloads))
         edited = apply_edits(text.encode(), edits).decode()
-        timed("foreach cascade: the tree's autograd loader, before and after", lambda: foreach.foreach_ops_losing_autograd(tree, edited))
+        timed("foreach cascade: the tree's autograd loader on the entries named like the op", lambda: foreach.foreach_ops_losing_autograd(tree, edited))
         timed("plan the template and native source edits", lambda: (plan_cpp.template_edits(tree, captured), plan_cpp.native_source_edits(tree, captured)))
         timed("scan the tree for callers and plan their rewrites", lambda: plan_callers.caller_edits(tree, captured))
+        print("steps of its verification (on the untouched tree; the two torchgen runs go beside the autograd codegen):")
+        out = Path(scratch) / "out"
+        timed("torchgen on the whole yaml, generating nothing (parse, validate, group)", lambda: codegen.aten(tree, tree.aten_source_dir, out / "parsed", "--generate"))
+        timed("torchgen on the op's entries, every file", lambda: codegen.aten_on_entries(tree, entries.capture_inputs()[1], out / "entries"))
+        timed("autograd codegen, whole", lambda: codegen.autograd(tree, out / "autograd"))
         print("commands end to end:")
         for args in (["bypass", op, "--dry-run"], ["bypass", op], ["revert", op]):
             run = timed("codemod " + " ".join(args), lambda: subprocess.run([sys.executable, "-m", "codemod", *args, "--tree", str(root)], capture_output=True, text=True))
