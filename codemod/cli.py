@@ -14,7 +14,7 @@ import click
 
 from codemod import bench as bench_step
 from codemod import build as build_step
-from codemod import catalog, fixed_point, journal, lock, patch, progress, report, transaction
+from codemod import catalog, fixed_point, journal, lock, patch, progress, report, review, transaction
 from codemod import explain as explain_step
 from codemod.errors import EXIT_OK, CodemodError, VerificationFailed
 from codemod.plan import Plan, make_plan
@@ -80,11 +80,16 @@ def main(quiet: bool, verbose: bool) -> None:
 @TREE_OPTION
 @click.option("--dry-run", is_flag=True, help="Print the patch on stdout; write nothing.")
 @click.option("--patch", "patch_file", type=click.Path(dir_okay=False, path_type=Path), help="Also write the patch to this file.")
-@click.option("--no-verify", is_flag=True, help="Skip re-running the tree's codegen after applying.")
+@click.option("--no-verify", is_flag=True, help="Skip verification: the compile before applying and the tree's codegen after.")
+@click.option("--no-build", is_flag=True, help="Skip only the compile (against the installed libtorch) and its checks.")
 @click.option("--check", is_flag=True, help="Write nothing; exit 1 unless planning OP again after the bypass finds nothing to do.")
 @click.option("--guarded", is_flag=True, help="Keep the dispatcher, autograd and every kernel; take the CPU kernel directly only when that is safe.")
+@click.option("--interactive", "-i", is_flag=True, help="Review each hunk (y/n/a/q); the accepted ones are applied together at the end.")
 @JSON_OPTION
-def bypass(op: str, tree_root: Path, dry_run: bool, patch_file: Path | None, no_verify: bool, check: bool, guarded: bool, as_json: bool) -> None:
+def bypass(
+    op: str, tree_root: Path, dry_run: bool, patch_file: Path | None, no_verify: bool, no_build: bool, check: bool,
+    guarded: bool, interactive: bool, as_json: bool,
+) -> None:
     """Make OP (mul, div, ...) call its CPU kernel without the dispatcher."""
 
     def action() -> None:
@@ -98,6 +103,13 @@ def bypass(op: str, tree_root: Path, dry_run: bool, patch_file: Path | None, no_
             seconds: dict[str, float] = {}
             with _timed(seconds, "plan"):
                 plan = make_plan(tree, op, guarded)
+            if interactive:
+                _say(f"review: {review.ANSWERS}")
+                try:
+                    plan = review.review(plan, _ask, _refuse)
+                except review.Quit:
+                    _say("quit: nothing written")
+                    return
             diff = patch.render(plan.changes)
             if patch_file is not None:
                 patch_file.write_text(diff)
@@ -107,6 +119,9 @@ def bypass(op: str, tree_root: Path, dry_run: bool, patch_file: Path | None, no_
             elif dry_run and not as_json:
                 click.echo(diff, nl=False)
             elif not dry_run:
+                if not (no_verify or no_build or plan.guarded):  # before writing: a bypass that does not compile is not applied
+                    with _timed(seconds, "build"):
+                        _build_and_check(tree, op, check=True, verbose=False)
                 with _timed(seconds, "apply"):
                     journal.apply(tree, plan)
             applied = not (dry_run or check)
@@ -121,6 +136,22 @@ def bypass(op: str, tree_root: Path, dry_run: bool, patch_file: Path | None, no_
                 click.echo(report.dumps(report.bypass(plan, applied=applied, verified=verified, seconds=seconds, diff=diff if dry_run else None)))
 
     _run(action, "bypass" if as_json else None)
+
+
+def _ask(hunk: review.Hunk) -> str:
+    if hunk.number == 1:
+        _say(click.style(f"--- {hunk.path} ({hunk.of} hunk{'s' if hunk.of > 1 else ''})", bold=True))
+    for line in hunk.diff.splitlines():
+        color = {"+": "green", "-": "red", "@": "cyan"}.get(line[:1])
+        _say(click.style(line, fg=color) if color else line)
+    return click.prompt(
+        f"apply hunk {hunk.number}/{hunk.of} of {hunk.path}? [y,n,a,q]",
+        type=click.Choice(["y", "n", "a", "q"]), show_choices=False, err=True,
+    )
+
+
+def _refuse(hunk: review.Hunk) -> None:
+    _say(f"hunk {hunk.number}/{hunk.of} of {hunk.path} cannot be left out: {hunk.needed_because}")
 
 
 @contextlib.contextmanager
@@ -251,24 +282,26 @@ def _summary(tree: Tree, plan: Plan, applied: bool) -> None:
 @click.option("-v", "--verbose", is_flag=True, help="Print every check, not only the failures.")
 def build(op: str, tree_root: Path, no_check: bool, verbose: bool) -> None:
     """Compile OP's bypass scaffolding outside libtorch into a checking/timing harness."""
-    def action() -> None:
-        tree = locate(tree_root)
-        built = build_step.build(tree, op)
-        how = "cache hit" if built.cached else "compiled"
-        _say(f"{op}: {how} in {built.seconds:.2f} s: {built.executable}")
-        _say(f"  source: {built.source}")
-        if build_step.is_checkout(tree):
-            _say(f"  to build the bypassed checkout itself: cd {tree.root} && {build_step.CHECKOUT_BUILD}")
-        if no_check:
-            return
-        checked = build_step.run_checks(built.executable)
-        for line in checked.output.splitlines():
-            if verbose or line.startswith("FAIL") or line.startswith("checks:"):
-                _say(f"  {line}")
-        if not checked.ok:
-            raise VerificationFailed(f"{op}: the bypass disagrees with the dispatcher ({checked.failed} checks failed)")
+    _run(lambda: _build_and_check(locate(tree_root), op, check=not no_check, verbose=verbose))
 
-    _run(action)
+
+def _build_and_check(tree: Tree, op: str, check: bool, verbose: bool) -> None:
+    """Compile the bypass against the installed libtorch; with CHECK, compare it with the dispatcher (exit 1 if not equal)."""
+    with progress.step(f"build: compile {op}'s bypass against the installed libtorch"):
+        built = build_step.build(tree, op)
+    how = "cache hit" if built.cached else "compiled"
+    _say(f"{op}: {how} in {built.seconds:.2f} s: {built.executable}")
+    _say(f"  source: {built.source}")
+    if build_step.is_checkout(tree):
+        _say(f"  to build the bypassed checkout itself: cd {tree.root} && {build_step.CHECKOUT_BUILD}")
+    if not check:
+        return
+    checked = build_step.run_checks(built.executable)
+    for line in checked.output.splitlines():
+        if verbose or line.startswith("FAIL") or line.startswith("checks:"):
+            _say(f"  {line}")
+    if not checked.ok:
+        raise VerificationFailed(f"{op}: the bypass disagrees with the dispatcher ({checked.failed} checks failed)")
 
 
 @main.command()

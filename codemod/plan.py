@@ -30,6 +30,7 @@ class Plan:
     losses: tuple[str, ...]
     capture: Capture
     guarded: bool = False  # the op keeps the dispatcher; the API takes a fast path when safe
+    independent_paths: tuple[str, ...] = ()  # files whose hunks the rest does not need (callers)
 
 
 @dataclass(frozen=True)
@@ -82,6 +83,7 @@ def make_plan(tree: Tree, op: str, guarded: bool = False) -> Plan:
         leftovers=tuple(leftovers),
         losses=_losses(groups, removed, foreach_ops),
         capture=captured,
+        independent_paths=tuple(sorted({edit.path for edit in caller_edits})),
     )
 
 

@@ -69,6 +69,19 @@ class SourceFile:
     def edit(self, at: int, text: str, why: str) -> Edit:
         return Edit(self.rel, at, at, text, why)
 
+    def has_own_line(self, line: str) -> bool:
+        """LINE is in the file outside what any bypass added (another op's revert must not take it away)."""
+        return line in _outside_bypass_blocks(self.src.data.decode())
+
+
+_BYPASS_BLOCK = re.compile(r"^[ \t]*// @codemod-bypass (\w+) begin:.*?^[ \t]*// @codemod-bypass \1 end\n", re.M | re.S)
+_BYPASS_BLOCK_BYTES = re.compile(_BYPASS_BLOCK.pattern.encode(), re.M | re.S)
+_BYPASS_LINE = re.compile(r"^.*// @codemod-bypass \w+\n", re.M)
+
+
+def _outside_bypass_blocks(text: str) -> str:
+    return _BYPASS_LINE.sub("", _BYPASS_BLOCK.sub("", text))
+
 
 def template_edits(tree: Tree, capture: Capture) -> list[Edit]:
     kernels = capture.native_kernels
@@ -137,7 +150,7 @@ def definition_edits(
         *(
             source.edit(after_last_include(source), f"{include} // @codemod-bypass {op}\n", "include what the definitions call")
             for include in includes
-            if include.encode() not in source.src.data
+            if not source.has_own_line(include)
         ),
         source.edit(
             _end_of_namespace_at(source),
@@ -148,8 +161,13 @@ def definition_edits(
 
 
 def after_last_include(source: SourceFile) -> int:
+    """After the last include; after another op's block when that include is in it, so blocks never nest."""
     includes = [n for n in source.src.root.named_children if n.type == "preproc_include"]
-    return source.line_end(includes[-1].end_byte - 1) if includes else 0
+    at = source.line_end(includes[-1].end_byte - 1) if includes else 0
+    for found in _BYPASS_BLOCK_BYTES.finditer(source.src.data):
+        if found.start() < at <= found.end():
+            return found.end()
+    return at
 
 
 def _end_of_namespace_at(source: SourceFile) -> int:
@@ -201,7 +219,7 @@ def native_source_edits(tree: Tree, capture: Capture) -> list[Edit]:
     else:  # a ufunc op's impl was generated: at the end of `at::native` in the file of its meta function
         source = found[next(iter(meta))][0]
         edits.append(source.edit(_end_of_namespace(source, ("at", "native")), carried + "\n", "add the ufunc native struct, CPU structured wrappers and at::native kernels"))
-    includes = [i for i in capture.cpu_includes if i.encode() not in source.src.data]
+    includes = [i for i in capture.cpu_includes if not source.has_own_line(i)]
     if includes:
         edits.append(
             source.edit(

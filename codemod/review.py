@@ -1,0 +1,98 @@
+"""`bypass --interactive`: review the plan hunk by hunk; the accepted hunks are applied together.
+
+Only the caller rewrites are independent of the rest: a rejected one leaves its call
+for a human (it is reported like any reference the tool could not rewrite). Every
+other hunk is needed by the others (the yaml change, the hand-written API and
+kernels, the formula removal and the foreach exemption): rejecting one is refused
+with the reason, and the question is asked again.
+"""
+from __future__ import annotations
+
+import dataclasses
+import difflib
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from codemod.plan import FileChange, Plan
+from codemod.plan_callers import Leftover
+from codemod.tree import DERIVATIVES, GEN_VARIABLE_TYPE, NATIVE_FUNCTIONS
+
+CONTEXT_LINES = 3
+ANSWERS = "y: apply this hunk, n: leave it out, a: apply this and every remaining hunk, q: quit without writing"
+
+
+@dataclass(frozen=True)
+class Hunk:
+    path: str
+    number: int  # 1-based, within its file
+    of: int  # hunks in the file
+    diff: str  # "@@ ... @@" and its lines
+    needed_because: str | None  # why the rest of the plan depends on it; None for an independent hunk
+
+
+class Quit(Exception):
+    """The reviewer quit: nothing is written."""
+
+
+def review(plan: Plan, ask: Callable[[Hunk], str], refuse: Callable[[Hunk], None]) -> Plan:
+    """The plan with the hunks ASK accepted; ASK returns y, n, a or q (Quit)."""
+    accept_rest = False
+    changes, leftovers = [], list(plan.leftovers)
+    for change in plan.changes:
+        accepted = []
+        for hunk, opcodes in _hunks(plan, change):
+            answer = "y" if accept_rest else ask(hunk)
+            while answer == "n" and hunk.needed_because is not None:
+                refuse(hunk)
+                answer = ask(hunk)
+            if answer == "q":
+                raise Quit
+            accept_rest = accept_rest or answer == "a"
+            if answer in ("y", "a"):
+                accepted.extend(opcodes)
+            else:
+                old = (change.before or b"").decode().splitlines()
+                leftovers += [
+                    Leftover(hunk.path, line + 1, old[line], "left out in review; rewrite it by hand")
+                    for _, i1, i2, _, _ in opcodes
+                    for line in range(i1, i2)
+                ]
+        if accepted:
+            changes.append(FileChange(change.path, change.before, _apply(change, accepted)))
+    return dataclasses.replace(plan, changes=tuple(changes), leftovers=tuple(leftovers))
+
+
+def _hunks(plan: Plan, change: FileChange) -> list[tuple[Hunk, list[tuple[str, int, int, int, int]]]]:
+    old = (change.before or b"").decode().splitlines(keepends=True)
+    new = change.after.decode().splitlines(keepends=True)
+    groups = list(difflib.SequenceMatcher(a=old, b=new, autojunk=False).get_grouped_opcodes(CONTEXT_LINES))
+    found = []
+    for number, group in enumerate(groups, 1):
+        a1, a2, b1, b2 = group[0][1], group[-1][2], group[0][3], group[-1][4]
+        lines = [f"@@ -{a1 + 1},{a2 - a1} +{b1 + 1},{b2 - b1} @@\n"]
+        for tag, i1, i2, j1, j2 in group:
+            lines += [f" {line}" for line in old[i1:i2]] if tag == "equal" else [f"-{line}" for line in old[i1:i2]] + [f"+{line}" for line in new[j1:j2]]
+        hunk = Hunk(change.path, number, len(groups), "".join(lines), _needed_because(plan, change.path))
+        found.append((hunk, [op for op in group if op[0] != "equal"]))
+    return found
+
+
+def _needed_because(plan: Plan, path: str) -> str | None:
+    if path in plan.independent_paths:
+        return None
+    if path == NATIVE_FUNCTIONS:
+        return f"without it torchgen keeps generating at::{plan.op}, and the hand-written API would collide with it"
+    if path in (DERIVATIVES, GEN_VARIABLE_TYPE):
+        return "without it the tree's autograd codegen fails on the op's formula or the foreach ops that reuse it"
+    return f"the yaml change makes torchgen stop generating what this hunk writes by hand; {plan.op} would not build without it"
+
+
+def _apply(change: FileChange, accepted: list[tuple[str, int, int, int, int]]) -> bytes:
+    """The original with only the ACCEPTED replacements (non-overlapping opcodes of one diff)."""
+    old = (change.before or b"").decode().splitlines(keepends=True)
+    new = change.after.decode().splitlines(keepends=True)
+    pieces, cursor = [], 0
+    for _, i1, i2, j1, j2 in sorted(accepted, key=lambda op: op[1]):
+        pieces += old[cursor:i1] + new[j1:j2]
+        cursor = i2
+    return "".join(pieces + old[cursor:]).encode()
