@@ -5,7 +5,6 @@ Exit codes: 0 ok, 1 verification failed, 2 bad input.
 from __future__ import annotations
 
 import contextlib
-import json
 import sys
 import time
 from pathlib import Path
@@ -14,9 +13,9 @@ import click
 
 from codemod import bench as bench_step
 from codemod import build as build_step
-from codemod import catalog, fixed_point, journal, lock, patch, progress, report, review, transaction
+from codemod import catalog, fixed_point, guarded_bench, journal, lock, patch, progress, report, review, transaction
 from codemod import explain as explain_step
-from codemod.errors import EXIT_OK, CodemodError, VerificationFailed
+from codemod.errors import EXIT_OK, BadInput, CodemodError, VerificationFailed
 from codemod.plan import Plan, make_plan
 from codemod.tree import Tree, locate
 from codemod.verify import verify
@@ -307,29 +306,43 @@ def _build_and_check(tree: Tree, op: str, check: bool, verbose: bool) -> None:
 @main.command()
 @OP_ARGUMENT
 @TREE_OPTION
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of a table.")
+@JSON_OPTION
 @click.option("--no-callgrind", is_flag=True, help="Skip the instruction counts (valgrind takes ~30 s).")
 @click.option("--size", "sizes", type=click.IntRange(min=1), multiple=True,
               help="Tensor sizes (elements) to time; default 1, 2, 16, 256, 4096, 65536, 1048576.")
 @click.option("--plot", "plot_file", type=click.Path(dir_okay=False, path_type=Path),
               help="Also write a PNG of ns/call and ratio against size (needs the `plot` extra: matplotlib).")
-def bench(op: str, tree_root: Path, as_json: bool, no_callgrind: bool, sizes: tuple[int, ...], plot_file: Path | None) -> None:
+@click.option("--guarded", is_flag=True, help="Three paths: dispatcher, plain bypass and guarded bypass; and the share the guard saves.")
+def bench(
+    op: str, tree_root: Path, as_json: bool, no_callgrind: bool, sizes: tuple[int, ...], plot_file: Path | None, guarded: bool,
+) -> None:
     """Time at::OP through the dispatcher against the bypass, in one process; count instructions/call;
     show what the profiler and autograd see on each path."""
     def action() -> None:
+        if guarded:
+            if plot_file is not None:
+                raise BadInput("--plot draws two paths; drop it with --guarded")
+            with progress.step(f"bench {op}: dispatcher, plain and guarded paths (compile, time, callgrind)"):
+                measured = guarded_bench.measure(locate(tree_root), op, sizes or bench_step.SIZES, not no_callgrind)
+            click.echo(report.dumps({"command": "bench", "mode": "guarded", **measured}) if as_json else guarded_bench.table(measured))
+            return
         pyplot = bench_step.pyplot() if plot_file is not None else None
-        built = build_step.build(locate(tree_root), op)
-        times = bench_step.wall_times(built.executable, sizes or bench_step.SIZES)
+        with progress.step(f"build: compile {op}'s bypass against the installed libtorch"):
+            built = build_step.build(locate(tree_root), op)
+        with progress.step("time both paths, interleaved"):
+            times = bench_step.wall_times(built.executable, sizes or bench_step.SIZES)
         observed = bench_step.observe(built.executable)
-        counts = None if no_callgrind else bench_step.callgrind(built.executable, op)
+        with progress.step("callgrind: instructions per call and call paths"):
+            counts = None if no_callgrind else bench_step.callgrind(built.executable, op)
         if plot_file is not None:
             bench_step.plot(op, times, plot_file, pyplot)
             _say(f"plot written to {plot_file}")
         if as_json:
-            click.echo(json.dumps(
-                {"op": op, "executable": str(built.executable), "wall": times, "observed": observed, "callgrind": counts}
-            ))
+            click.echo(report.dumps({
+                "command": "bench", "mode": "plain", "op": op, "executable": str(built.executable),
+                "wall": times, "observed": observed, "callgrind": counts,
+            }))
         else:
             click.echo(bench_step.table(op, times, observed, counts))
 
-    _run(action)
+    _run(action, "bench" if as_json else None)
