@@ -13,7 +13,7 @@ import click
 
 from codemod import bench as bench_step
 from codemod import build as build_step
-from codemod import catalog, fixed_point, guarded_bench, journal, lock, patch, progress, report, review, transaction
+from codemod import catalog, fixed_point, fromtorch, guarded_bench, journal, lock, patch, progress, report, review, transaction
 from codemod import explain as explain_step
 from codemod.errors import EXIT_OK, BadInput, CodemodError, VerificationFailed
 from codemod.plan import Plan, make_plan
@@ -254,6 +254,28 @@ def ops(tree_root: Path, as_json: bool, only_bypassable: bool) -> None:
 def explain(op: str, tree_root: Path) -> None:
     """OP's call path today and after each kind of bypass, and what a bypass writes by hand. Writes nothing."""
     _run(lambda: click.echo(explain_step.explain(locate(tree_root), op)))
+
+
+@main.group()
+def tree() -> None:
+    """Trees to run codemod on."""
+
+
+@tree.command("from-torch")
+@click.argument("dest", type=click.Path(file_okay=False, path_type=Path))
+@click.option(
+    "--sources", type=click.Path(file_okay=False, path_type=Path), default=fromtorch.REPO_TARGET_TREE, show_default=True,
+    help="The native .cpp sources and callers to add (the wheel ships none).",
+)
+def from_torch(dest: Path, sources: Path) -> None:
+    """Write a PyTorch-layout tree at DEST from the installed torch 2.13.0: its yaml, templates, torchgen and
+    autograd codegen, plus the native sources of SOURCES."""
+
+    def action() -> None:
+        fromtorch.write_tree_from_torch(dest, sources)
+        _say(f"wrote a PyTorch-layout tree from the installed torch at {dest} (native sources from {sources})")
+
+    _run(action)
 
 
 def _summary(tree: Tree, plan: Plan, applied: bool) -> None:

@@ -15,6 +15,7 @@ from codemod.errors import BadInput
 from codemod.tree import NATIVE_FUNCTIONS, TAGS, TEMPLATES
 
 AUTOGRAD_DIR = "tools/autograd"
+REPO_TARGET_TREE = Path(__file__).resolve().parent.parent / "target_tree"  # our slim tree, in a source checkout of codemod
 _SKIP = shutil.ignore_patterns("__pycache__", "*.pyc")
 
 

@@ -6,7 +6,6 @@ from pathlib import Path
 
 import pytest
 
-from codemod.fromtorch import write_tree_from_torch
 from tests.conftest import TARGET_TREE, run_codemod
 
 
@@ -42,7 +41,9 @@ def test_a_bypassed_op_is_listed_as_such(tree: Path) -> None:
 @pytest.fixture(scope="module")
 def real_tree(tmp_path_factory: pytest.TempPathFactory) -> Path:
     dest = tmp_path_factory.mktemp("ops") / "tree"
-    write_tree_from_torch(dest, TARGET_TREE)
+    made = run_codemod("tree", "from-torch", str(dest), "--sources", str(TARGET_TREE))
+    assert made.returncode == 0, made.stderr
+    assert (dest / "torchgen/gen.py").is_file() and (dest / "tools/autograd/gen_autograd.py").is_file()
     return dest
 
 
