@@ -8,6 +8,7 @@ Figures for a person; nothing here asserts a time.
 """
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import tempfile
@@ -50,11 +51,13 @@ def main(op: str) -> None:
         timed("torchgen on the whole yaml, generating nothing (parse, validate, group)", lambda: codegen.aten(tree, tree.aten_source_dir, out / "parsed", "--generate"))
         timed("torchgen on the op's entries, every file", lambda: codegen.aten_on_entries(tree, entries.capture_inputs()[1], out / "entries"))
         timed("autograd codegen, whole", lambda: codegen.autograd(tree, out / "autograd"))
-        print("commands end to end:")
+        print("commands end to end (bypass: its own steps from --json below it):")
         for args in (["bypass", op, "--dry-run"], ["bypass", op], ["revert", op]):
-            run = timed("codemod " + " ".join(args), lambda: subprocess.run([sys.executable, "-m", "codemod", *args, "--tree", str(root)], capture_output=True, text=True))
+            run = timed("codemod " + " ".join(args), lambda: subprocess.run([sys.executable, "-m", "codemod", *args, "--tree", str(root), "--json"], capture_output=True, text=True))
             if run.returncode != 0:
                 sys.exit(f"codemod {' '.join(args)} failed:\n{run.stderr}")
+            for step, seconds in json.loads(run.stdout).get("seconds", {}).items():
+                print(f"{seconds:14.2f} s  {step}")
 
 
 if __name__ == "__main__":
