@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import re
 import tempfile
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -94,8 +95,10 @@ def capture(tree: Tree, op: str, before_yaml: str, after_yaml: str, overloads: t
     with tempfile.TemporaryDirectory(prefix="codemod-capture-") as scratch:
         before, after = Path(scratch, "before"), Path(scratch, "after")
         with progress.step(f"capture: torchgen on the entries of {op}, as they are and as the bypass leaves them"):
-            codegen.aten_on_entries(tree, before_yaml, before)
-            codegen.aten_on_entries(tree, after_yaml, after)
+            with ThreadPoolExecutor(max_workers=2) as pool:  # two subprocesses, two cores
+                runs = [pool.submit(codegen.aten_on_entries, tree, text, out) for text, out in ((before_yaml, before), (after_yaml, after))]
+                for run in runs:
+                    run.result()
         ops_names = {name.replace(".", "_"): name for name in overloads}
         register_cpu = _register_file(before, "CPU")
         scaffolding, helpers = _cpu_scaffolding(register_cpu)
