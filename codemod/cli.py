@@ -301,9 +301,25 @@ def _summary(tree: Tree, plan: Plan, applied: bool) -> None:
 @TREE_OPTION
 @click.option("--no-check", is_flag=True, help="Only compile; do not run the harness's correctness checks.")
 @click.option("-v", "--verbose", is_flag=True, help="Print every check, not only the failures.")
-def build(op: str, tree_root: Path, no_check: bool, verbose: bool) -> None:
+@click.option("--checkout", "in_checkout", is_flag=True,
+              help="On a full checkout already built once (build/CMakeCache.txt), run its own incremental build instead.")
+def build(op: str, tree_root: Path, no_check: bool, verbose: bool, in_checkout: bool) -> None:
     """Compile OP's bypass scaffolding outside libtorch into a checking/timing harness."""
-    _run(lambda: _build_and_check(locate(tree_root), op, check=not no_check, verbose=verbose))
+
+    def action() -> None:
+        tree = locate(tree_root)
+        if not in_checkout:
+            _build_and_check(tree, op, check=not no_check, verbose=verbose)
+        elif not build_step.is_checkout(tree):
+            raise BadInput(f"{tree.root} is not a full PyTorch checkout (no setup.py and CMakeLists.txt); drop --checkout")
+        elif build_step.has_build_dir(tree):
+            build_step.build_checkout(tree)
+            _say(f"built the checkout: {tree.root}")
+        else:
+            _say(f"{tree.root} has not been built yet (no build/CMakeCache.txt); build it with:")
+            _say(f"  cd {tree.root} && {build_step.CHECKOUT_BUILD}")
+
+    _run(action)
 
 
 def _build_and_check(tree: Tree, op: str, check: bool, verbose: bool) -> None:

@@ -205,3 +205,28 @@ def test_cli_bench_plot_writes_a_png(built: build.Built, tmp_path: Path) -> None
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert "dispatcher: profiler records aten::mul; requires_grad input -> grad_fn MulBackward0" in result.stdout
     assert "bypass: profiler records nothing; requires_grad input -> grad_fn none" in result.stdout
+
+
+def test_checkout_build_runs_the_checkouts_own_build_with_the_labs_flags(tree: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A full checkout is not available here: its setup.py stands in, and records how it was run."""
+    refused = run_codemod("build", "mul", "--tree", str(tree), "--checkout")
+    assert refused.returncode == 2 and "not a full PyTorch checkout" in refused.stderr
+    (tree / "CMakeLists.txt").write_text("project(pytorch_stand_in)\n")
+    (tree / "setup.py").write_text(
+        "import json, os, sys\n"
+        "flags = {k: os.environ.get(k) for k in ('REL_WITH_DEB_INFO', 'USE_PER_OPERATOR_HEADERS', 'USE_DISTRIBUTED', 'USE_CUDA')}\n"
+        "open('build/ran.json', 'w').write(json.dumps({'argv': sys.argv[1:], 'flags': flags}))\n"
+        "sys.exit(int(os.environ.get('STAND_IN_EXIT', '0')))\n"
+    )
+    unbuilt = run_codemod("build", "mul", "--tree", str(tree), "--checkout")
+    assert unbuilt.returncode == 0 and "USE_PER_OPERATOR_HEADERS=0" in unbuilt.stderr and "python setup.py develop" in unbuilt.stderr
+
+    (tree / "build").mkdir()
+    (tree / "build/CMakeCache.txt").write_text("")
+    built = run_codemod("build", "mul", "--tree", str(tree), "--checkout")
+    assert built.returncode == 0, built.stderr
+    ran = json.loads((tree / "build/ran.json").read_text())
+    assert ran == {"argv": ["develop"], "flags": {"REL_WITH_DEB_INFO": "1", "USE_PER_OPERATOR_HEADERS": "0", "USE_DISTRIBUTED": "0", "USE_CUDA": "0"}}
+    monkeypatch.setenv("STAND_IN_EXIT", "3")
+    failed = run_codemod("build", "mul", "--tree", str(tree), "--checkout")
+    assert failed.returncode == 1 and "the checkout's build failed (exit 3" in failed.stderr
