@@ -1,16 +1,23 @@
 """Shared fixtures: fresh copies of our target_tree/ and a runner for the real CLI."""
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
+import jsonschema
 import pytest
+
+from codemod.report import SCHEMA
 
 REPO = Path(__file__).resolve().parent.parent
 TARGET_TREE = REPO / "target_tree"
 FIXTURES = REPO / "fixtures"
+
+
+OUTPUT_SCHEMA = jsonschema.Draft202012Validator(json.loads(SCHEMA.read_text()))
 
 
 def run_codemod(*args: str) -> subprocess.CompletedProcess[str]:

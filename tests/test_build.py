@@ -17,7 +17,7 @@ from codemod import bench, build, plan_cpp
 from codemod.errors import VerificationFailed
 from codemod.plan import op_entries
 from codemod.tree import locate
-from tests.conftest import TARGET_TREE, run_codemod
+from tests.conftest import OUTPUT_SCHEMA, TARGET_TREE, run_codemod
 
 
 @pytest.fixture(scope="module")
@@ -180,6 +180,7 @@ def test_cli_build_and_bench_json(built: build.Built) -> None:
     result = run_codemod("bench", "mul", "--tree", str(TARGET_TREE), "--json", "--no-callgrind", "--size", "2")
     assert result.returncode == 0, result.stderr
     report = json.loads(result.stdout)
+    OUTPUT_SCHEMA.validate(report)
     (row,) = report["wall"]
     assert row["numel"] == 2 and row["dispatch_ns"] > 0 and row["bypass_ns"] > 0
     assert report["observed"]["dispatch"]["profiler_events"] == ["aten::mul"]

@@ -7,13 +7,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-import jsonschema
 import pytest
 
-from codemod.report import SCHEMA
-from tests.conftest import REPO, run_codemod
-
-VALIDATOR = jsonschema.Draft202012Validator(json.loads(SCHEMA.read_text()))
+from tests.conftest import OUTPUT_SCHEMA, REPO, run_codemod
 
 
 def json_of(*args: str, exit_code: int = 0) -> dict:
@@ -21,7 +17,7 @@ def json_of(*args: str, exit_code: int = 0) -> dict:
     run = run_codemod(*args, "--json")
     assert run.returncode == exit_code, run.stderr
     document = json.loads(run.stdout)
-    VALIDATOR.validate(document)
+    OUTPUT_SCHEMA.validate(document)
     return document
 
 

@@ -2,13 +2,14 @@
 from __future__ import annotations
 
 import difflib
+import json
 from pathlib import Path
 
 import pytest
 
 from codemod import native_yaml
 from codemod.tree import NATIVE_FUNCTIONS
-from tests.conftest import run_codemod, snapshot
+from tests.conftest import OUTPUT_SCHEMA, TARGET_TREE, run_codemod, snapshot
 
 GENERATED_ELSEWHERE = ("aten/src/ATen/native/BinaryOps.cpp", "tools/autograd/derivatives.yaml", "torch/csrc/jit/runtime/static/ops.cpp")
 
@@ -52,3 +53,14 @@ def test_guarded_bypass_adds_the_key_keeps_the_kernels_and_reverts(tree: Path, o
 def test_guarded_bypass_is_a_fixed_point(tree: Path) -> None:
     check = run_codemod("bypass", "mul", "--tree", str(tree), "--guarded", "--check")
     assert check.returncode == 0, check.stderr
+
+
+def test_bench_guarded_times_three_paths_in_one_process() -> None:
+    """The figures are not asserted (timings); what is: the three paths ran and the JSON follows the schema."""
+    result = run_codemod("bench", "mul", "--tree", str(TARGET_TREE), "--guarded", "--json", "--no-callgrind", "--size", "2")
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout)
+    OUTPUT_SCHEMA.validate(report)
+    assert report["mode"] == "guarded" and report["callgrind"] is None
+    (row,) = report["wall"]
+    assert row["numel"] == 2 and all(row[f"{path}_ns"] > 0 for path in ("dispatch", "bypass", "guarded"))
