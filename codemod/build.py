@@ -346,11 +346,11 @@ def render(capture: Capture, groups: tuple[OpGroup, ...]) -> str:
     return text
 
 
-def build(tree: Tree, op: str) -> Built:
+def build(tree: Tree, op: str, captured: Capture | None = None) -> Built:
     """Raises VerificationFailed naming, for each compiler error in the scaffolding, the file:line of the
-    tree where `codemod bypass OP` splices that line."""
+    tree where `codemod bypass OP` splices that line. CAPTURED: the plan's capture, when there is one."""
     entries = op_entries(tree, op)
-    capture = capture_for(tree, op, entries)
+    capture = captured or capture_for(tree, op, entries)
     source = render(capture, entries.groups)
     try:
         return compile_source(source, name=op)

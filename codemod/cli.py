@@ -15,6 +15,7 @@ from codemod import bench as bench_step
 from codemod import build as build_step
 from codemod import catalog, fixed_point, fromtorch, guarded_bench, journal, lock, patch, progress, report, review, transaction
 from codemod import explain as explain_step
+from codemod.capture import Capture
 from codemod.errors import EXIT_OK, BadInput, CodemodError, VerificationFailed
 from codemod.plan import Plan, make_plan
 from codemod.tree import Tree, locate
@@ -120,7 +121,7 @@ def bypass(
             elif not dry_run:
                 if not (no_verify or no_build or plan.guarded):  # before writing: a bypass that does not compile is not applied
                     with _timed(seconds, "build"):
-                        _build_and_check(tree, op, check=True, verbose=False)
+                        _build_and_check(tree, op, check=True, verbose=False, captured=plan.capture)
                 with _timed(seconds, "apply"):
                     journal.apply(tree, plan)
             applied = not (dry_run or check)
@@ -322,10 +323,10 @@ def build(op: str, tree_root: Path, no_check: bool, verbose: bool, in_checkout: 
     _run(action)
 
 
-def _build_and_check(tree: Tree, op: str, check: bool, verbose: bool) -> None:
+def _build_and_check(tree: Tree, op: str, check: bool, verbose: bool, captured: Capture | None = None) -> None:
     """Compile the bypass against the installed libtorch; with CHECK, compare it with the dispatcher (exit 1 if not equal)."""
     with progress.step(f"build: compile {op}'s bypass against the installed libtorch"):
-        built = build_step.build(tree, op)
+        built = build_step.build(tree, op, captured)
     how = "cache hit" if built.cached else "compiled"
     _say(f"{op}: {how} in {built.seconds:.2f} s: {built.executable}")
     _say(f"  source: {built.source}")
