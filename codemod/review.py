@@ -9,15 +9,14 @@ with the reason, and the question is asked again.
 from __future__ import annotations
 
 import dataclasses
-import difflib
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from codemod import patch
 from codemod.plan import FileChange, Plan
 from codemod.plan_callers import Leftover
 from codemod.tree import DERIVATIVES, GEN_VARIABLE_TYPE, NATIVE_FUNCTIONS
 
-CONTEXT_LINES = 3
 ANSWERS = "y: apply this hunk, n: leave it out, a: apply this and every remaining hunk, q: quit without writing"
 
 
@@ -26,7 +25,7 @@ class Hunk:
     path: str
     number: int  # 1-based, within its file
     of: int  # hunks in the file
-    diff: str  # "@@ ... @@" and its lines
+    diff: str  # "@@ ... @@" and its lines, as in the patch
     needed_because: str | None  # why the rest of the plan depends on it; None for an independent hunk
 
 
@@ -39,42 +38,30 @@ def review(plan: Plan, ask: Callable[[Hunk], str], refuse: Callable[[Hunk], None
     accept_rest = False
     changes, leftovers = [], list(plan.leftovers)
     for change in plan.changes:
-        accepted = []
-        for hunk, opcodes in _hunks(plan, change):
+        old, new = patch.lines(change)
+        file_hunks = patch.hunks(change)
+        needed_because = _needed_because(plan, change.path)
+        accepted: list[patch.Opcode] = []
+        for number, diff_hunk in enumerate(file_hunks, 1):
+            hunk = Hunk(change.path, number, len(file_hunks), diff_hunk.text, needed_because)
             answer = "y" if accept_rest else ask(hunk)
-            while answer == "n" and hunk.needed_because is not None:
+            while answer == "n" and needed_because is not None:
                 refuse(hunk)
                 answer = ask(hunk)
             if answer == "q":
                 raise Quit
             accept_rest = accept_rest or answer == "a"
             if answer in ("y", "a"):
-                accepted.extend(opcodes)
+                accepted.extend(diff_hunk.opcodes)
             else:
-                old = (change.before or b"").decode().splitlines()
                 leftovers += [
-                    Leftover(hunk.path, line + 1, old[line], "left out in review; rewrite it by hand")
-                    for _, i1, i2, _, _ in opcodes
+                    Leftover(change.path, line + 1, old[line].rstrip("\n"), "left out in review; rewrite it by hand")
+                    for _, i1, i2, _, _ in diff_hunk.opcodes
                     for line in range(i1, i2)
                 ]
         if accepted:
-            changes.append(FileChange(change.path, change.before, _apply(change, accepted)))
+            changes.append(FileChange(change.path, change.before, _apply(old, new, accepted)))
     return dataclasses.replace(plan, changes=tuple(changes), leftovers=tuple(leftovers))
-
-
-def _hunks(plan: Plan, change: FileChange) -> list[tuple[Hunk, list[tuple[str, int, int, int, int]]]]:
-    old = (change.before or b"").decode().splitlines(keepends=True)
-    new = change.after.decode().splitlines(keepends=True)
-    groups = list(difflib.SequenceMatcher(a=old, b=new, autojunk=False).get_grouped_opcodes(CONTEXT_LINES))
-    found = []
-    for number, group in enumerate(groups, 1):
-        a1, a2, b1, b2 = group[0][1], group[-1][2], group[0][3], group[-1][4]
-        lines = [f"@@ -{a1 + 1},{a2 - a1} +{b1 + 1},{b2 - b1} @@\n"]
-        for tag, i1, i2, j1, j2 in group:
-            lines += [f" {line}" for line in old[i1:i2]] if tag == "equal" else [f"-{line}" for line in old[i1:i2]] + [f"+{line}" for line in new[j1:j2]]
-        hunk = Hunk(change.path, number, len(groups), "".join(lines), _needed_because(plan, change.path))
-        found.append((hunk, [op for op in group if op[0] != "equal"]))
-    return found
 
 
 def _needed_because(plan: Plan, path: str) -> str | None:
@@ -87,10 +74,8 @@ def _needed_because(plan: Plan, path: str) -> str | None:
     return f"the yaml change makes torchgen stop generating what this hunk writes by hand; {plan.op} would not build without it"
 
 
-def _apply(change: FileChange, accepted: list[tuple[str, int, int, int, int]]) -> bytes:
-    """The original with only the ACCEPTED replacements (non-overlapping opcodes of one diff)."""
-    old = (change.before or b"").decode().splitlines(keepends=True)
-    new = change.after.decode().splitlines(keepends=True)
+def _apply(old: list[str], new: list[str], accepted: list[patch.Opcode]) -> bytes:
+    """OLD with only the ACCEPTED replacements from NEW (non-overlapping opcodes of one diff)."""
     pieces, cursor = [], 0
     for _, i1, i2, j1, j2 in sorted(accepted, key=lambda op: op[1]):
         pieces += old[cursor:i1] + new[j1:j2]
