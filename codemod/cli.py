@@ -239,7 +239,7 @@ def ops(tree_root: Path, as_json: bool, only_bypassable: bool) -> None:
         statuses = catalog.catalog(locate(tree_root))
         shown = [s for s in statuses if s.bypassable or not only_bypassable]
         if as_json:
-            click.echo(report.dumps({"command": "ops", "ops": [s.to_dict() for s in shown]}))
+            click.echo(report.dumps(report.ops(shown)))
             return
         for status in shown:
             detail = ", ".join(status.overloads) if status.bypassable else "; ".join(filter(None, (status.reason, status.detail)))
@@ -363,7 +363,7 @@ def bench(
                 raise BadInput("--plot draws two paths; drop it with --guarded")
             with progress.step(f"bench {op}: dispatcher, plain and guarded paths (compile, time, callgrind)"):
                 measured = guarded_bench.measure(locate(tree_root), op, sizes or bench_step.SIZES, not no_callgrind)
-            click.echo(report.dumps({"command": "bench", "mode": "guarded", **measured}) if as_json else guarded_bench.table(measured))
+            click.echo(report.dumps(report.bench("guarded", measured)) if as_json else guarded_bench.table(measured))
             return
         pyplot = bench_step.pyplot() if plot_file is not None else None
         with progress.step(f"build: compile {op}'s bypass against the installed libtorch"):
@@ -371,16 +371,16 @@ def bench(
         with progress.step("time both paths, interleaved"):
             times = bench_step.wall_times(built.executable, sizes or bench_step.SIZES)
         observed = bench_step.observe(built.executable)
-        with progress.step("callgrind: instructions per call and call paths"):
-            counts = None if no_callgrind else bench_step.callgrind(built.executable, op)
+        counts = None
+        if not no_callgrind:
+            with progress.step("callgrind: instructions per call and call paths"):
+                counts = bench_step.callgrind(built.executable, op)
         if plot_file is not None:
             bench_step.plot(op, times, plot_file, pyplot)
             _say(f"plot written to {plot_file}")
         if as_json:
-            click.echo(report.dumps({
-                "command": "bench", "mode": "plain", "op": op, "executable": str(built.executable),
-                "wall": times, "observed": observed, "callgrind": counts,
-            }))
+            measured = {"op": op, "executable": str(built.executable), "wall": times, "observed": observed, "callgrind": counts}
+            click.echo(report.dumps(report.bench("plain", measured)))
         else:
             click.echo(bench_step.table(op, times, observed, counts))
 

@@ -71,16 +71,19 @@ class SourceFile:
 
     def has_own_line(self, line: str) -> bool:
         """LINE is in the file outside what any bypass added (another op's revert must not take it away)."""
-        return line in _outside_bypass_blocks(self.src.data.decode())
+        return line.encode() in _BYPASS_LINE.sub(b"", _BYPASS_BLOCK.sub(b"", self.src.data))
+
+    def include_edits(self, op: str, includes: tuple[str, ...], why: str) -> list[Edit]:
+        """INCLUDES the file does not have of its own, each marked as OP's, after the last include."""
+        return [
+            self.edit(_after_last_include(self), f"{include} // @codemod-bypass {op}\n", why)
+            for include in includes
+            if not self.has_own_line(include)
+        ]
 
 
-_BYPASS_BLOCK = re.compile(r"^[ \t]*// @codemod-bypass (\w+) begin:.*?^[ \t]*// @codemod-bypass \1 end\n", re.M | re.S)
-_BYPASS_BLOCK_BYTES = re.compile(_BYPASS_BLOCK.pattern.encode(), re.M | re.S)
-_BYPASS_LINE = re.compile(r"^.*// @codemod-bypass \w+\n", re.M)
-
-
-def _outside_bypass_blocks(text: str) -> str:
-    return _BYPASS_LINE.sub("", _BYPASS_BLOCK.sub("", text))
+_BYPASS_BLOCK = re.compile(rb"^[ \t]*// @codemod-bypass (\w+) begin:.*?^[ \t]*// @codemod-bypass \1 end\n", re.M | re.S)
+_BYPASS_LINE = re.compile(rb"^.*// @codemod-bypass \w+\n", re.M)
 
 
 def template_edits(tree: Tree, capture: Capture) -> list[Edit]:
@@ -147,38 +150,23 @@ def definition_edits(
     source = SourceFile.read(tree, rel)
     body = "\n\n".join(define(api) for api in apis)
     return [
-        *(
-            source.edit(after_last_include(source), f"{include} // @codemod-bypass {op}\n", "include what the definitions call")
-            for include in includes
-            if not source.has_own_line(include)
-        ),
+        *source.include_edits(op, includes, "include what the definitions call"),
         source.edit(
-            _end_of_namespace_at(source),
+            _end_of_namespace(source, ("at",)),
             "\n" + block(op, what, body),
             f"define {', '.join(prefix + api.name for api in apis)}",
         ),
     ]
 
 
-def after_last_include(source: SourceFile) -> int:
+def _after_last_include(source: SourceFile) -> int:
     """After the last include; after another op's block when that include is in it, so blocks never nest."""
     includes = [n for n in source.src.root.named_children if n.type == "preproc_include"]
     at = source.line_end(includes[-1].end_byte - 1) if includes else 0
-    for found in _BYPASS_BLOCK_BYTES.finditer(source.src.data):
+    for found in _BYPASS_BLOCK.finditer(source.src.data):
         if found.start() < at <= found.end():
             return found.end()
     return at
-
-
-def _end_of_namespace_at(source: SourceFile) -> int:
-    spaces = [
-        n for n in source.src.root.named_children
-        if n.type == "namespace_definition" and cpp_syntax.text(n.child_by_field_name("name") or n) == "at"
-    ]
-    if not spaces:
-        raise BadInput(f"{source.rel}: no top-level `namespace at {{ ... }}` to add the op's definitions to")
-    closing = spaces[-1].child_by_field_name("body").end_byte - 1
-    return source.line_start(closing)
 
 
 def native_source_edits(tree: Tree, capture: Capture) -> list[Edit]:
@@ -223,7 +211,7 @@ def native_source_edits(tree: Tree, capture: Capture) -> list[Edit]:
     if includes:
         edits.append(
             source.edit(
-                after_last_include(source),
+                _after_last_include(source),
                 block(op, "headers the CPU wrappers need", "\n".join(includes)),
                 "include what the CPU wrappers need",
             )
@@ -243,7 +231,7 @@ def _end_of_namespace(source: SourceFile, name: tuple[str, ...]) -> int:
         and cpp_syntax.namespaces(node) == name
     ]
     if not bodies:
-        raise BadInput(f"{source.rel}: no `namespace {'::'.join(name)}` to add the op's CPU wrappers to")
+        raise BadInput(f"{source.rel}: no `namespace {'::'.join(name)} {{ ... }}` to add the op's definitions to")
     return source.line_start(max(bodies, key=lambda n: n.end_byte).end_byte - 1)
 
 

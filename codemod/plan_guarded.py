@@ -20,7 +20,7 @@ from codemod import cpp_syntax
 from codemod.capture import ApiFunction, Capture
 from codemod.edits import Edit
 from codemod.errors import BadInput
-from codemod.plan_cpp import FUNCTIONS_CPP, FUNCTIONS_H, TENSOR_METHODS_CPP, SourceFile, after_last_include, declaration_edits, definition_edits
+from codemod.plan_cpp import FUNCTIONS_CPP, FUNCTIONS_H, TENSOR_METHODS_CPP, SourceFile, declaration_edits, definition_edits
 from codemod.tree import Tree
 
 _OPS_CALL_ARGS = re.compile(r"at::_ops::\w+::call\((.*)\);", re.DOTALL)
@@ -81,8 +81,7 @@ def template_edits(tree: Tree, capture: Capture) -> list[Edit]:
         return guarded_definition(op, api, cpu)
 
     return [
-        *(functions_h.edit(after_last_include(functions_h), f"{include} // @codemod-bypass {op}\n", "include what the guard reads")
-          for include in FUNCTIONS_H_INCLUDES),
+        *functions_h.include_edits(op, FUNCTIONS_H_INCLUDES, "include what the guard reads"),
         *declaration_edits(tree, capture, guard(op)),
         *definition_edits(tree, FUNCTIONS_CPP, op, capture.functions, define, what, "at::", DEFINITION_INCLUDES),
         *definition_edits(tree, TENSOR_METHODS_CPP, op, capture.methods, define, what, "Tensor::", DEFINITION_INCLUDES),

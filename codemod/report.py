@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 
 from codemod import patch
+from codemod.catalog import OpStatus
 from codemod.journal import Journal, RevertedFile
 from codemod.plan import Plan
 
@@ -58,6 +59,15 @@ def status(tree_root: Path, bypassed: list[tuple[Journal, list[str]]]) -> dict:
             for j, changed in bypassed
         ],
     }
+
+
+def ops(statuses: list[OpStatus]) -> dict:
+    return {"command": "ops", "ops": [s.to_dict() for s in statuses]}
+
+
+def bench(mode: str, measured: dict) -> dict:
+    """MODE "plain" (two paths) or "guarded" (three); MEASURED: op, wall, callgrind, ... as bench measured them."""
+    return {"command": "bench", "mode": mode, **measured}
 
 
 def error(command: str, message: str, exit_code: int) -> dict:
