@@ -23,6 +23,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -132,15 +133,11 @@ def compile_source(source_text: str, name: str = "harness") -> Built:
     placeholder = Path("SOURCE.cpp"), Path("OUTPUT")
     command_shape = compile_command(*placeholder)
     key = _digest(source_text, "\0".join(command_shape), importlib.metadata.version("torch"))[:20]
-    out_dir = cache_dir() / f"{name}-{key}"
-    source, executable = out_dir / "harness.cpp", out_dir / "harness"
-    if executable.is_file():
-        return Built(executable, source, True, time.perf_counter() - started, key)
-    if shutil.which(CXX) is None:
-        raise BadInput(f"{CXX}: compiler not found (set CXX)")
-    cache_dir().mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(prefix=f"{name}-", dir=cache_dir(), ignore_cleanup_errors=True) as scratch:
-        tmp_source, tmp_exe = Path(scratch) / "harness.cpp", Path(scratch) / "harness"
+
+    def make(scratch: Path) -> None:
+        if shutil.which(CXX) is None:
+            raise BadInput(f"{CXX}: compiler not found (set CXX)")
+        tmp_source, tmp_exe = scratch / "harness.cpp", scratch / "harness"
         tmp_source.write_text(source_text)
         result = subprocess.run(compile_command(tmp_source, tmp_exe), capture_output=True, text=True)
         if result.returncode != 0:
@@ -148,18 +145,33 @@ def compile_source(source_text: str, name: str = "harness") -> Built:
             shown = "\n".join((errors or result.stderr.splitlines())[:20])
             raise CompileFailed(
                 f"compiling the extension failed ({CXX} exit {result.returncode}); source kept at "
-                f"{_keep_failed(tmp_source, name)}:\n{shown}",
+                f"{keep_failed(tmp_source, name)}:\n{shown}",
                 errors,
             )
+
+    out_dir, cached = cached_build(f"{name}-{key}", "harness", make)
+    return Built(out_dir / "harness", out_dir / "harness.cpp", cached, time.perf_counter() - started, key)
+
+
+def cached_build(entry: str, product: str, make: Callable[[Path], None]) -> tuple[Path, bool]:
+    """CACHE/ENTRY, holding PRODUCT, and whether it was there already. MAKE fills a scratch directory
+    beside it, published by one rename, so a half-made entry is never seen."""
+    out_dir = cache_dir() / entry
+    if (out_dir / product).is_file():
+        return out_dir, True
+    cache_dir().mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix=f"{entry}-", dir=cache_dir(), ignore_cleanup_errors=True) as scratch:
+        make(Path(scratch))
         try:
-            Path(scratch).rename(out_dir)  # atomic publish; a concurrent build may have won
-        except OSError:
-            if not executable.is_file():
+            Path(scratch).rename(out_dir)
+        except OSError:  # a concurrent build published first
+            if not (out_dir / product).is_file():
                 raise
-    return Built(executable, source, False, time.perf_counter() - started, key)
+    return out_dir, False
 
 
-def _keep_failed(source: Path, name: str) -> Path:
+def keep_failed(source: Path, name: str) -> Path:
+    """Keep a source that did not compile where the user can open it."""
     kept = cache_dir() / f"{name}-failed.cpp"
     shutil.copyfile(source, kept)
     return kept

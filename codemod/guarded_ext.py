@@ -20,12 +20,11 @@ import importlib.metadata
 import importlib.util
 import re
 import sys
-import tempfile
 from pathlib import Path
 from types import ModuleType
 
 from codemod import plan_guarded
-from codemod.build import Parameter, _digest, cache_dir, capture_for, parameters
+from codemod.build import Parameter, _digest, cached_build, capture_for, keep_failed, parameters
 from codemod.capture import Capture
 from codemod.errors import VerificationFailed
 from codemod.plan import op_entries
@@ -121,22 +120,18 @@ def load(tree: Tree, op: str) -> tuple[ModuleType, bool]:
     stem = f"codemod_guarded_{op}"
     key = _digest(render(capture, stem), "\0".join(CFLAGS), importlib.metadata.version("torch"), sys.version)[:16]
     name = f"{stem}_{key}"  # the module's name is in its source, so the key is taken over the source without it
-    out_dir = cache_dir() / name
-    library = out_dir / f"{name}.so"
-    if library.is_file():
-        return _import(name, library), True
-    cache_dir().mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(prefix=f"{name}-", dir=cache_dir(), ignore_cleanup_errors=True) as scratch:
-        source = Path(scratch) / f"{name}.cpp"
+    built: list[ModuleType] = []
+
+    def make(scratch: Path) -> None:
+        source = scratch / f"{name}.cpp"
         source.write_text(render(capture, name))
-        module = _compile(name, source, Path(scratch))
-        try:
-            Path(scratch).rename(out_dir)  # atomic publish; a concurrent build may have won
-        except OSError:
-            if not library.is_file():
-                raise
-    sys.modules[name] = module
-    return module, False
+        built.append(_compile(name, source, scratch))
+
+    out_dir, cached = cached_build(name, f"{name}.so", make)
+    if cached:
+        return _import(name, out_dir / f"{name}.so"), True
+    sys.modules[name] = built[0]
+    return built[0], False
 
 
 def _compile(name: str, source: Path, build_dir: Path) -> ModuleType:
@@ -147,11 +142,10 @@ def _compile(name: str, source: Path, build_dir: Path) -> ModuleType:
             name, [str(source)], extra_cflags=list(CFLAGS), build_directory=str(build_dir), verbose=False,
         )
     except RuntimeError as error:
-        kept = cache_dir() / f"{name}-failed.cpp"
-        kept.write_text(source.read_text())
         errors = [line for line in str(error).splitlines() if "error" in line][:20]
         raise VerificationFailed(
-            f"compiling the guarded extension of {name} failed; source kept at {kept}:\n" + "\n".join(errors or [str(error)])
+            f"compiling the guarded extension of {name} failed; source kept at {keep_failed(source, name)}:\n"
+            + "\n".join(errors or [str(error)])
         ) from None
 
 
