@@ -235,7 +235,7 @@ def _end_of_namespace(source: SourceFile, name: tuple[str, ...]) -> int:
     return source.line_start(max(bodies, key=lambda n: n.end_byte).end_byte - 1)
 
 
-def ufunc_source_path(generated_name: str) -> str:
+def _ufunc_source_path(generated_name: str) -> str:
     """Per-CPU-capability kernels live in native/cpu/ (the build compiles those once per ISA)."""
     per_capability = generated_name.startswith("UfuncCPUKernel_")
     return f"{NATIVE_SOURCES}/cpu/{generated_name}" if per_capability else f"{NATIVE_SOURCES}/{generated_name}"
@@ -245,7 +245,7 @@ def _ufunc_source_edits(tree: Tree, capture: Capture) -> list[Edit]:
     """The ufunc codegen's CPU files, now hand-written sources of the tree (new files)."""
     edits = []
     for snippet in capture.ufunc_sources:
-        rel = ufunc_source_path(snippet.name)
+        rel = _ufunc_source_path(snippet.name)
         if tree.path(rel).exists():
             raise BadInput(f"{rel} exists; the bypass of {capture.op!r} would write its ufunc kernel there; move it away first")
         header = f"// @codemod-bypass {capture.op}: written by hand from torchgen's {snippet.name}; revert deletes this file\n"
