@@ -1,3 +1,3 @@
-from codemod.cli import main
+from codemod.cli.main import main
 
 main(prog_name="codemod")

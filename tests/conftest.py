@@ -10,7 +10,7 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from codemod.report import SCHEMA
+from codemod.cli.report import SCHEMA
 
 REPO = Path(__file__).resolve().parent.parent
 TARGET_TREE = REPO / "target_tree"

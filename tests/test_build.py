@@ -13,10 +13,14 @@ from pathlib import Path
 
 import pytest
 
-from codemod import bench, build, plan_cpp
-from codemod.errors import VerificationFailed
-from codemod.plan import op_entries
-from codemod.tree import locate
+from codemod.measure import bench
+
+from codemod.verify import build
+
+from codemod.plan import cpp as plan_cpp
+from codemod.model.errors import VerificationFailed
+from codemod.plan.plan import op_entries
+from codemod.model.tree import locate
 from tests.conftest import OUTPUT_SCHEMA, TARGET_TREE, run_codemod
 
 

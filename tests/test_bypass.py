@@ -7,10 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from codemod import codegen, native_yaml
-from codemod.capture import Capture
-from codemod.plan import make_plan
-from codemod.tree import DERIVATIVES, NATIVE_FUNCTIONS, NATIVE_SOURCES, TEMPLATES, locate
+from codemod.capture import codegen
+
+from codemod.model import native_yaml
+from codemod.capture.capture import Capture
+from codemod.plan.plan import make_plan
+from codemod.model.tree import DERIVATIVES, NATIVE_FUNCTIONS, NATIVE_SOURCES, TEMPLATES, locate
 from tests.conftest import FIXTURES, run_codemod, snapshot
 
 TEMPLATE_FILES = {f"{TEMPLATES}/{name}" for name in ("Functions.h", "Functions.cpp", "TensorBody.h", "TensorMethods.cpp")}

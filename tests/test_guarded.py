@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from codemod import native_yaml
-from codemod.tree import NATIVE_FUNCTIONS
+from codemod.model import native_yaml
+from codemod.model.tree import NATIVE_FUNCTIONS
 from tests.conftest import OUTPUT_SCHEMA, TARGET_TREE, run_codemod, snapshot
 
 GENERATED_ELSEWHERE = ("aten/src/ATen/native/BinaryOps.cpp", "tools/autograd/derivatives.yaml", "torch/csrc/jit/runtime/static/ops.cpp")

@@ -1,4 +1,4 @@
-"""The guarded bypass, compiled against the installed libtorch (codemod.guarded_ext), against torch itself.
+"""The guarded bypass, compiled against the installed libtorch (codemod.measure.guarded_ext), against torch itself.
 
 Real torchgen capture, real compiler, real libtorch: the first run compiles each op (about a minute),
 later runs import the cached extension. Every correctness case checks first that the guard takes the
@@ -14,8 +14,8 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_map
 
-from codemod import guarded_ext
-from codemod.tree import locate
+from codemod.measure import guarded_ext
+from codemod.model.tree import locate
 from tests.conftest import TARGET_TREE
 
 

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from codemod.fromtorch import write_tree_from_torch
+from codemod.capture.fromtorch import write_tree_from_torch
 from tests.conftest import TARGET_TREE, run_codemod
 
 NATIVE = "aten/src/ATen/native/native_functions.yaml"

@@ -19,10 +19,16 @@ from pathlib import Path
 
 import pytest
 
-from codemod import fixed_point, journal, lock, transaction
-from codemod.lock import LOCK_FILE
-from codemod.plan import FileChange, make_plan
-from codemod.tree import NATIVE_FUNCTIONS, NATIVE_SOURCES, TEMPLATES, locate
+from codemod.verify import fixed_point
+
+from codemod.apply import journal
+
+from codemod.apply import lock
+
+from codemod.apply import transaction
+from codemod.apply.lock import LOCK_FILE
+from codemod.plan.plan import FileChange, make_plan
+from codemod.model.tree import NATIVE_FUNCTIONS, NATIVE_SOURCES, TEMPLATES, locate
 from tests.conftest import REPO, TARGET_TREE, run_codemod, snapshot
 
 BINARY_OPS = f"{NATIVE_SOURCES}/BinaryOps.cpp"
@@ -31,8 +37,9 @@ OPS_CPP = "torch/csrc/jit/runtime/static/ops.cpp"
 # Applies a pickled plan in a child process under the lock, as `codemod bypass` does, without planning again.
 APPLY_CHILD = """
 import pickle, sys
-from codemod import journal, lock
-from codemod.tree import locate
+from codemod.apply import journal
+from codemod.apply import lock
+from codemod.model.tree import locate
 tree = locate(sys.argv[1])
 with open(sys.argv[2], "rb") as handle:
     plan = pickle.load(handle)

@@ -1,0 +1,59 @@
+"""One codemod process per tree: an advisory lock on `TREE/.codemod.lock`.
+
+The lock is `flock` on the file, which the kernel drops when its holder dies:
+a lock file left by a killed process (a stale lock, its pid dead) is simply
+taken over. The file holds the holder's pid, for the message the second
+process prints before it exits 2; the holder deletes the file when it is done.
+"""
+from __future__ import annotations
+
+import fcntl
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from codemod.model.errors import BadInput
+from codemod.model.tree import Tree
+
+LOCK_FILE = ".codemod.lock"
+
+
+@contextmanager
+def held(tree: Tree) -> Iterator[None]:
+    path = tree.root / LOCK_FILE
+    descriptor = _acquire(path)
+    try:
+        os.ftruncate(descriptor, 0)
+        os.write(descriptor, f"{os.getpid()}\n".encode())
+        yield
+    finally:
+        path.unlink(missing_ok=True)
+        os.close(descriptor)
+
+
+def _acquire(path: Path) -> int:
+    while True:
+        try:
+            descriptor = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as error:
+            raise BadInput(f"{path}: cannot create the lock file ({error.strerror}); is the tree writable?")
+        try:
+            fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.read(descriptor, 32).decode(errors="replace").strip() or "not written yet"
+            os.close(descriptor)
+            raise BadInput(
+                f"{path}: another codemod (pid {holder}) is changing this tree; "
+                "wait until it finishes and run again"
+            )
+        if _still_at(path, descriptor):
+            return descriptor
+        os.close(descriptor)  # the previous holder deleted the file between our open and our lock: lock the new one
+
+
+def _still_at(path: Path, descriptor: int) -> bool:
+    try:
+        return os.path.samestat(os.stat(path), os.fstat(descriptor))
+    except FileNotFoundError:
+        return False

@@ -1,0 +1,166 @@
+"""Change several files of a tree all or nothing, even if the process dies half-way.
+
+A transaction is a redo log. `.codemod/transaction` holds every file's new bytes
+(or its deletion) and the directories to remove afterwards; it is written and
+synced under a temporary name and renamed into place: that rename is the commit
+point. Then each file is replaced (temporary file beside it, synced, renamed)
+and the log is deleted last. A process killed before the commit leaves the tree
+as it was (at most a stray temporary log, which `recover` deletes); killed after
+it, `recover` replays the log, which is idempotent, so the tree ends fully changed.
+
+Test hook: CODEMOD_CRASH_AFTER_WRITES=N makes the process die (os._exit, no
+clean-up, as a kill would) right after its N-th filesystem mutation: a file
+written, renamed or deleted, a directory made or removed.
+"""
+from __future__ import annotations
+
+import base64
+import itertools
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from codemod.model.errors import BadInput
+
+STATE_DIR = ".codemod"
+LOG = f"{STATE_DIR}/transaction"
+FORMAT = "codemod-transaction/1"
+CRASH_ENV = "CODEMOD_CRASH_AFTER_WRITES"
+CRASH_EXIT = 86  # what a crashed test run exits with, so a test can tell it from an error
+
+_mutations = itertools.count(1)
+
+
+@dataclass(frozen=True)
+class Transaction:
+    command: str  # e.g. "bypass mul", named in messages
+    writes: tuple[tuple[str, bytes | None], ...]  # tree-relative path and its new bytes; None deletes it
+    remove_dirs: tuple[str, ...] = ()  # removed if empty, in this order, after the writes
+
+    def to_json(self) -> str:
+        return json.dumps(
+            {
+                "format": FORMAT,
+                "command": self.command,
+                "writes": [[path, None if data is None else base64.b64encode(data).decode()] for path, data in self.writes],
+                "remove_dirs": list(self.remove_dirs),
+            }
+        )
+
+    @classmethod
+    def from_json(cls, where: Path, data: str) -> Transaction:
+        try:
+            raw = json.loads(data)
+            if raw["format"] != FORMAT:
+                raise ValueError(f"format {raw['format']!r}, this codemod reads {FORMAT!r}")
+            writes = tuple(
+                (path, None if encoded is None else base64.b64decode(encoded, validate=True)) for path, encoded in raw["writes"]
+            )
+            return cls(raw["command"], writes, tuple(raw["remove_dirs"]))
+        except (ValueError, KeyError, TypeError) as error:
+            raise BadInput(f"{where}: unreadable transaction log ({error}); restore the tree from version control")
+
+
+def run(root: Path, transaction: Transaction) -> None:
+    refuse_if_interrupted(root)
+    try:
+        write_file(root / LOG, transaction.to_json().encode())  # the commit point
+    except OSError as error:
+        _temporary(root / LOG).unlink(missing_ok=True)
+        raise BadInput(f"cannot write into {root}: {error}; nothing was changed")
+    try:
+        _replay(root, transaction)
+    except OSError as error:
+        raise BadInput(
+            f"{error.filename}: {error.strerror} during `codemod {transaction.command}`; "
+            f"fix that and run `codemod recover --tree {root}` to finish it"
+        )
+
+
+def refuse_if_interrupted(root: Path) -> None:
+    log = root / LOG
+    if log.exists():
+        command = Transaction.from_json(log, log.read_text()).command
+        raise BadInput(
+            f"{log}: `codemod {command}` was interrupted half-way; run `codemod recover --tree {root}` to finish it"
+        )
+
+
+def recover(root: Path) -> Transaction | None:
+    """Finish the interrupted transaction, if one was committed; drop one that was not."""
+    log = root / LOG
+    _unlink(_temporary(log))
+    if not log.exists():
+        _rmdir_if_empty(log.parent)
+        return None
+    transaction = Transaction.from_json(log, log.read_text())
+    _replay(root, transaction)
+    return transaction
+
+
+def _replay(root: Path, transaction: Transaction) -> None:
+    for path, data in transaction.writes:
+        if data is None:
+            _unlink(root / path)
+        else:
+            write_file(root / path, data)
+    for directory in transaction.remove_dirs:
+        _rmdir_if_empty(root / directory)
+    _unlink(root / LOG)
+    _rmdir_if_empty(root / STATE_DIR)
+
+
+def write_file(target: Path, data: bytes) -> None:
+    """Replace TARGET by DATA atomically: a synced temporary file beside it, renamed over it."""
+    _make_dirs(target.parent)
+    temporary = _temporary(target)
+    with open(temporary, "wb") as handle:
+        handle.write(data)
+        handle.flush()
+        os.fsync(handle.fileno())
+    _mutated()
+    if target.exists():
+        os.chmod(temporary, target.stat().st_mode & 0o7777)
+    os.replace(temporary, target)
+    _sync_dir(target.parent)
+    _mutated()
+
+
+def _temporary(target: Path) -> Path:
+    return target.with_name(f".{target.name}.codemod-tmp")
+
+
+def _make_dirs(directory: Path) -> None:
+    if not directory.exists():
+        _make_dirs(directory.parent)
+        directory.mkdir()
+        _mutated()
+
+
+def _unlink(path: Path) -> None:
+    if path.exists():
+        path.unlink()
+        _sync_dir(path.parent)
+        _mutated()
+
+
+def _rmdir_if_empty(directory: Path) -> None:
+    if directory.is_dir() and not any(directory.iterdir()):
+        directory.rmdir()
+        _mutated()
+
+
+def _sync_dir(directory: Path) -> None:
+    descriptor = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(descriptor)
+    finally:
+        os.close(descriptor)
+
+
+def _mutated() -> None:
+    """Count one filesystem mutation; die after the N-th when the test hook asks for it."""
+    crash_after = os.environ.get(CRASH_ENV)
+    if crash_after and next(_mutations) == int(crash_after):
+        os._exit(CRASH_EXIT)

@@ -1,0 +1,294 @@
+"""Capture what torchgen generates for an op's structured groups.
+
+torchgen runs twice on a yaml holding only the groups' entries: once as they
+are (the code to carry over: function and method APIs, meta and native
+structs, the CPU scaffolding) and once as the bypass leaves them (the names
+torchgen will then expect: the `at::native::` kernels it registers). Nothing
+here is a hard-coded copy: another op or torchgen version captures its own.
+"""
+from __future__ import annotations
+
+import json
+import re
+import tempfile
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+
+from codemod.capture import codegen
+
+
+from codemod.model import cpp_syntax
+
+
+from codemod.model import progress
+from codemod.model.cpp_syntax import Source, text
+from codemod.model.errors import BadInput
+from codemod.model.native_yaml import NativeYaml, OpGroup
+from codemod.model.tree import Tree
+
+_OPS_CALL = re.compile(r"at::_ops::(\w+)::call")
+_M_IMPL = re.compile(r'm\.impl\("([\w.]+)",\s*TORCH_FN\((\w+)\)\)')
+_NATIVE_CALL = re.compile(r"at::native::(\w+)\(")
+# Headers declaring every op; a native source may not include them (TORCH_ASSERT_ONLY_METHOD_OPERATORS).
+_ALL_OPS_HEADER = re.compile(r"<ATen/\w*Functions\.h>")
+
+
+@dataclass(frozen=True)
+class ApiFunction:
+    """A generated dispatcher-calling function (`at::mul`) or method (`Tensor::mul`)."""
+
+    overload: str  # "mul.out"
+    name: str  # "mul_outf", or "mul_" for a method
+    declaration: str  # return type and declarator, default arguments kept
+    definition_head: str  # the same without default arguments (and `Tensor::` for methods)
+    body: str  # "{ return at::_ops::mul_out::call(self, other, out); }" as generated
+
+    def definition_calling(self, native_name: str) -> str:
+        """This function with the dispatcher call replaced by a direct call of the kernel."""
+        body = _OPS_CALL.sub(f"at::native::{native_name}", self.body, count=1)
+        return f"{self.definition_head} {body}"
+
+
+@dataclass(frozen=True)
+class Snippet:
+    """A generated definition carried over verbatim."""
+
+    name: str
+    text: str
+    source: str  # the generated file it came from
+
+
+@dataclass(frozen=True)
+class Capture:
+    op: str
+    overloads: tuple[str, ...]
+    functions: tuple[ApiFunction, ...]  # Functions.h
+    methods: tuple[ApiFunction, ...]  # core/TensorBody.h
+    meta_structs: tuple[Snippet, ...]  # NativeMetaFunctions.h
+    native_structs: tuple[Snippet, ...]  # NativeFunctions.h
+    cpu_helpers: tuple[Snippet, ...]  # RegisterCPU helpers the scaffolding calls
+    cpu_scaffolding: tuple[Snippet, ...]  # RegisterCPU structured classes and wrappers
+    cpu_wrappers: dict[str, str]  # overload -> wrapper registered for CPU
+    cpu_functions: tuple[str, ...]  # at::cpu:: names that disappear
+    redispatch_functions: tuple[str, ...]  # at::redispatch:: names that disappear
+    native_kernels: dict[str, str]  # overload -> at::native:: name torchgen registers after the bypass
+    cpu_includes: tuple[str, ...]  # what the CPU registration includes, less the all-op headers
+    ufunc_sources: tuple[Snippet, ...]  # whole UfuncCPU*_OP.cpp files: the CPU kernel the ufunc codegen wrote
+    ufunc_structs: tuple[str, ...]  # native structs whose impl is in those files, not in a native source
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), indent=1, sort_keys=True) + "\n"
+
+    @classmethod
+    def from_json(cls, data: str) -> Capture:
+        raw = json.loads(data)
+        for key in ("functions", "methods"):
+            raw[key] = tuple(ApiFunction(**item) for item in raw[key])
+        for key in ("meta_structs", "native_structs", "cpu_helpers", "cpu_scaffolding", "ufunc_sources"):
+            raw[key] = tuple(Snippet(**item) for item in raw[key])
+        for key in ("overloads", "cpu_functions", "redispatch_functions", "cpu_includes", "ufunc_structs"):
+            raw[key] = tuple(raw[key])
+        return cls(**raw)
+
+
+def group_yaml(doc: NativeYaml, groups: list[OpGroup]) -> str:
+    return "\n".join(doc.entry_text(member.entry) for group in groups for member in group.members)
+
+
+def capture(tree: Tree, op: str, before_yaml: str, after_yaml: str, overloads: tuple[str, ...]) -> Capture:
+    with tempfile.TemporaryDirectory(prefix="codemod-capture-") as scratch:
+        before, after = Path(scratch, "before"), Path(scratch, "after")
+        with progress.step(f"capture: torchgen on the entries of {op}, as they are and as the bypass leaves them"):
+            with ThreadPoolExecutor(max_workers=2) as pool:  # two subprocesses, two cores
+                runs = [pool.submit(codegen.aten_on_entries, tree, text, out) for text, out in ((before_yaml, before), (after_yaml, after))]
+                for run in runs:
+                    run.result()
+        ops_names = {name.replace(".", "_"): name for name in overloads}
+        register_cpu = _register_file(before, "CPU")
+        scaffolding, helpers = _cpu_scaffolding(register_cpu)
+        native_structs, ufunc_structs = _native_structs(before)
+        return Capture(
+            op=op,
+            overloads=overloads,
+            functions=generated_functions(before / "Functions.h", ops_names),
+            methods=_methods(before / "core" / "TensorBody.h", ops_names),
+            meta_structs=_structs(before / "NativeMetaFunctions.h"),
+            native_structs=native_structs,
+            cpu_helpers=helpers,
+            cpu_scaffolding=scaffolding,
+            cpu_wrappers=_registrations(register_cpu),
+            cpu_functions=_names_in_namespace(register_cpu, ("at", "cpu")),
+            redispatch_functions=_names_in_namespace(before / "RedispatchFunctions.h", ("at", "redispatch")),
+            native_kernels=_native_kernels(_register_file(after, "CompositeImplicitAutograd")),
+            cpu_includes=_includes(register_cpu),
+            ufunc_sources=tuple(Snippet(p.name, p.read_text(), p.name) for p in _ufunc_files(before, "CPU")),
+            ufunc_structs=ufunc_structs,
+        )
+
+
+def _ufunc_files(out: Path, backend: str) -> list[Path]:
+    """What torchgen's ufunc codegen wrote for BACKEND: Ufunc<B>_op.cpp and Ufunc<B>Kernel_op.cpp."""
+    return sorted(p for p in out.glob(f"Ufunc{backend}*") if p.is_file())
+
+
+def _native_structs(out: Path) -> tuple[tuple[Snippet, ...], tuple[str, ...]]:
+    """Native structs to carry over, and those of them whose impl the ufunc codegen wrote for CPU.
+
+    A ufunc op's kernels for other backends (CUDA) are generated too; they are
+    lost with the bypass, so their structs are not carried over.
+    """
+    cpu = {s.name for p in _ufunc_files(out, "CPU") for s in _structs(p)}
+    other = {s.name for p in _ufunc_files(out, "") for s in _structs(p)} - cpu
+    native = [s for s in _structs(out / "NativeFunctions.h") if s.name not in other]
+    return tuple(native), tuple(s.name for s in native if s.name in cpu)
+
+
+def _register_file(out: Path, key: str) -> Path:
+    """torchgen 2.x shards Register<Key>_N.cpp and also writes Register<Key>Everything.cpp."""
+    for name in (f"Register{key}Everything.cpp", f"Register{key}.cpp"):
+        if (out / name).exists():
+            return out / name
+    raise BadInput(f"torchgen wrote no Register{key}*.cpp into {out}; is this torchgen 2.x?")
+
+
+def _source(path: Path) -> Source:
+    return cpp_syntax.parse(path.read_bytes())
+
+
+def generated_functions(path: Path, ops_names: dict[str, str]) -> tuple[ApiFunction, ...]:
+    src = _source(path)
+    found = []
+    for node in cpp_syntax.walk(src.root):
+        if node.type != "function_definition" or cpp_syntax.namespaces(node) != ("at",):
+            continue
+        body = node.child_by_field_name("body")
+        call = _OPS_CALL.search(text(body)) if body is not None else None
+        if call is None or call.group(1) not in ops_names:
+            continue
+        head, start = cpp_syntax.function_head(src, node)
+        found.append(
+            ApiFunction(
+                overload=ops_names[call.group(1)],
+                name=cpp_syntax.definition_name(node),
+                declaration=head,
+                definition_head=cpp_syntax.strip_default_arguments(node, head, start),
+                body=src.text(body),
+            )
+        )
+    return tuple(found)
+
+
+def _methods(path: Path, ops_names: dict[str, str]) -> tuple[ApiFunction, ...]:
+    """Pair each generated `Tensor::x` definition with its declaration in the class (which has the defaults)."""
+    src = _source(path)
+    declarations: dict[str, list[str]] = {}
+    definitions = []
+    for node in cpp_syntax.walk(src.root):
+        # tree-sitter loses the class around some members of TensorBody.h, so any
+        # declaration whose name and parameters match the definition is the member.
+        if node.type in ("field_declaration", "declaration"):
+            declarator = cpp_syntax.function_declarator(node)
+            if declarator is not None:
+                name = text(declarator.child_by_field_name("declarator"))
+                declarations.setdefault(name, []).append(src.text(node).rstrip(";").strip())
+        elif node.type == "function_definition" and cpp_syntax.namespaces(node) == ("at",):
+            name = cpp_syntax.definition_name(node)
+            body = node.child_by_field_name("body")
+            call = _OPS_CALL.search(text(body)) if body is not None else None
+            if isinstance(name, str) and name.startswith("Tensor::") and call and call.group(1) in ops_names:
+                head, _ = cpp_syntax.function_head(src, node)
+                definitions.append((ops_names[call.group(1)], name.removeprefix("Tensor::"), head, src.text(body)))
+    methods = []
+    for overload, name, head, body in definitions:
+        candidates = declarations.get(name, [])
+        declaration = next((d for d in candidates if _same_parameters(d, head)), None)
+        if declaration is None:
+            raise BadInput(f"{path}: no declaration of Tensor::{name} inside class Tensor matches its definition")
+        methods.append(ApiFunction(overload, name, declaration, head, body))
+    return tuple(methods)
+
+
+def _same_parameters(declaration: str, head: str) -> bool:
+    """Equal after dropping default arguments and the `Tensor::` qualifier."""
+    without_defaults = re.sub(r"=[^,)]*(?:\([^)]*\))?", "", declaration)
+    return re.sub(r"\s+", "", without_defaults) == re.sub(r"\s+", "", head.replace("Tensor::", "", 1))
+
+
+def _structs(path: Path) -> tuple[Snippet, ...]:
+    """Struct definitions, with their closing `;` (TORCH_API confuses tree-sitter, so match the head)."""
+    src = _source(path)
+    return tuple(
+        Snippet(text(node.child_by_field_name("name")), src.text(node) + ";", path.name)
+        for node in cpp_syntax.walk(src.root)
+        if node.type == "struct_specifier" and node.child_by_field_name("body") is not None
+    )
+
+
+def _cpu_scaffolding(path: Path) -> tuple[tuple[Snippet, ...], tuple[Snippet, ...]]:
+    """The structured classes and wrappers of the CPU registration, and the helpers they call."""
+    src = _source(path)
+    registered = set(_registrations(path).values())
+    helpers_by_name: dict[str, str] = {}
+    scaffolding: list[Snippet] = []
+    for node in cpp_syntax.walk(src.root):
+        if node.parent is None or node.parent.type != "declaration_list":
+            continue
+        if cpp_syntax.namespaces(node) != ("at", ""):
+            continue
+        name = cpp_syntax.definition_name(node) if node.type == "function_definition" else None
+        if node.type == "struct_specifier":
+            scaffolding.append(Snippet(text(node.child_by_field_name("name")), src.text(node) + ";", path.name))
+        elif isinstance(name, str) and name in registered:
+            scaffolding.append(Snippet(name, src.text(node), path.name))
+        elif isinstance(name, str):
+            helpers_by_name[name] = src.text(node)
+    return tuple(scaffolding), _called_helpers(scaffolding, helpers_by_name, path.name)
+
+
+def _called_helpers(snippets: list[Snippet], candidates: dict[str, str], source: str) -> tuple[Snippet, ...]:
+    """Helpers the snippets call, directly or through other helpers, in file order."""
+    needed: set[str] = set()
+    pending = [s.text for s in snippets]
+    while pending:
+        words = set(re.findall(r"\b\w+\b", pending.pop()))
+        for name in sorted(words & candidates.keys() - needed):
+            needed.add(name)
+            pending.append(candidates[name])
+    return tuple(Snippet(name, body, source) for name, body in candidates.items() if name in needed)
+
+
+def _registrations(path: Path) -> dict[str, str]:
+    return dict(_M_IMPL.findall(path.read_text()))
+
+
+def _names_in_namespace(path: Path, namespace: tuple[str, ...]) -> tuple[str, ...]:
+    names = []
+    for node in cpp_syntax.walk(_source(path).root):
+        if node.type == "function_definition" and cpp_syntax.namespaces(node) == namespace:
+            name = cpp_syntax.definition_name(node)
+            if isinstance(name, str) and name not in names:
+                names.append(name)
+    return tuple(names)
+
+
+def _native_kernels(path: Path) -> dict[str, str]:
+    """overload -> at::native:: function the CompositeImplicitAutograd wrapper calls."""
+    bodies = {}
+    for node in cpp_syntax.walk(_source(path).root):
+        if node.type == "function_definition":
+            name = cpp_syntax.definition_name(node)
+            call = _NATIVE_CALL.search(text(node))
+            if isinstance(name, str) and call is not None:
+                bodies[name] = call.group(1)
+    return {overload: bodies[wrapper] for overload, wrapper in _registrations(path).items() if wrapper in bodies}
+
+
+def _includes(path: Path) -> tuple[str, ...]:
+    src = _source(path)
+    return tuple(
+        src.text(node).strip()
+        for node in src.root.named_children
+        if node.type == "preproc_include" and not _ALL_OPS_HEADER.search(src.text(node))
+    )

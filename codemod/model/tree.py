@@ -1,0 +1,77 @@
+"""Locate a PyTorch-layout tree and the codegen that belongs to it.
+
+A real checkout carries its own `torchgen/` and `tools/autograd/`; those are
+used, never the installed ones. A slim tree (our `target_tree/`) falls back to
+the installed torchgen and its packaged autograd codegen.
+"""
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from codemod.model.errors import BadInput
+
+NATIVE_FUNCTIONS = "aten/src/ATen/native/native_functions.yaml"
+TAGS = "aten/src/ATen/native/tags.yaml"
+TEMPLATES = "aten/src/ATen/templates"
+NATIVE_SOURCES = "aten/src/ATen/native"
+DERIVATIVES = "tools/autograd/derivatives.yaml"
+GEN_VARIABLE_TYPE = "tools/autograd/gen_variable_type.py"
+
+_REQUIRED = {
+    NATIVE_FUNCTIONS: "the operator schema file torchgen reads",
+    TAGS: "the operator tags file torchgen reads",
+    TEMPLATES: "the codegen templates directory",
+    DERIVATIVES: "the autograd formulas file",
+}
+
+
+@dataclass(frozen=True)
+class Tree:
+    root: Path
+    has_own_torchgen: bool  # root/torchgen exists: run the tree's codegen
+    has_own_autograd: bool  # root/tools/autograd/gen_autograd.py exists
+
+    def path(self, relative: str) -> Path:
+        return self.root / relative
+
+    def rel(self, path: Path) -> str:
+        return path.resolve().relative_to(self.root).as_posix()
+
+    @property
+    def aten_source_dir(self) -> Path:
+        """The `-s` argument of `torchgen.gen`: the dir holding native/ and templates/."""
+        return self.root / "aten/src/ATen"
+
+    def python_env(self) -> dict[str, str]:
+        """Environment for codegen subprocesses: the tree's own packages first."""
+        env = dict(os.environ)
+        if self.has_own_torchgen or self.has_own_autograd:
+            env["PYTHONPATH"] = os.pathsep.join(
+                [str(self.root)] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
+            )
+        return env
+
+    @property
+    def python(self) -> str:
+        return sys.executable
+
+
+def locate(root: str | os.PathLike[str]) -> Tree:
+    """Validate at the edge: every file the pipeline reads must exist."""
+    resolved = Path(root).resolve()
+    if not resolved.is_dir():
+        raise BadInput(f"{root}: no such directory; pass --tree the root of a PyTorch checkout")
+    for relative, what in _REQUIRED.items():
+        if not (resolved / relative).exists():
+            raise BadInput(
+                f"{resolved / relative}: missing ({what}); "
+                "--tree must point at the root of a PyTorch checkout"
+            )
+    return Tree(
+        root=resolved,
+        has_own_torchgen=(resolved / "torchgen" / "gen.py").is_file(),
+        has_own_autograd=(resolved / "tools" / "autograd" / "gen_autograd.py").is_file(),
+    )

@@ -1,0 +1,296 @@
+"""C++ edits: write by hand what torchgen generated for the op before the bypass.
+
+- Functions.h / Functions.cpp: `at::mul`, `at::mul_out`, `at::mul_outf`;
+- TensorBody.h / TensorMethods.cpp: `Tensor::mul`, `Tensor::mul_`;
+- the native source holding `TORCH_IMPL_FUNC(mul_out)`: the meta and native
+  structs, the CPU structured classes and `at::native::mul`, `mul_`, `mul_out`.
+Each function API body calls the kernel where the generated one called the
+dispatcher. Each inserted block is fenced by markers naming the op.
+"""
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from tree_sitter import Node
+
+from codemod.model import cpp_syntax
+from codemod.capture.capture import ApiFunction, Capture, Snippet
+from codemod.model.cpp_syntax import MacroHead, Source
+from codemod.model.edits import Edit
+from codemod.model.errors import BadInput
+from codemod.model.tree import NATIVE_SOURCES, TEMPLATES, Tree
+
+FUNCTIONS_H = f"{TEMPLATES}/Functions.h"
+FUNCTIONS_CPP = f"{TEMPLATES}/Functions.cpp"
+TENSOR_BODY_H = f"{TEMPLATES}/TensorBody.h"
+TENSOR_METHODS_CPP = f"{TEMPLATES}/TensorMethods.cpp"
+NATIVE_FUNCTIONS_INCLUDE = "#include <ATen/NativeFunctions.h>"
+
+_FUNCTION_PLACEHOLDERS = ("${Functions_declarations}", "${function_definitions}")
+_METHOD_PLACEHOLDERS = ("${tensor_method_declarations}",)
+_META_MACROS = ("TORCH_META_FUNC", "TORCH_META_FUNC2", "TORCH_PRECOMPUTE_META_FUNC", "TORCH_PRECOMPUTE_META_FUNC2")
+
+
+def marker_begin(op: str, what: str) -> str:
+    return f"// @codemod-bypass {op} begin: {what}"
+
+
+def marker_end(op: str) -> str:
+    return f"// @codemod-bypass {op} end"
+
+
+def block(op: str, what: str, body: str, indent: str = "") -> str:
+    return f"{indent}{marker_begin(op, what)}\n{body}\n{indent}{marker_end(op)}\n"
+
+
+def namespace_name(op: str) -> str:
+    """Where the carried-over CPU scaffolding lives, so two bypassed ops never collide."""
+    return f"codemod_bypass_{op}"
+
+
+@dataclass(frozen=True)
+class SourceFile:
+    rel: str
+    src: Source
+
+    @classmethod
+    def read(cls, tree: Tree, rel: str) -> SourceFile:
+        return cls(rel, cpp_syntax.parse(tree.path(rel).read_bytes()))
+
+    def line_start(self, offset: int) -> int:
+        return self.src.data.rfind(b"\n", 0, offset) + 1
+
+    def line_end(self, offset: int) -> int:
+        end = self.src.data.find(b"\n", offset)
+        return len(self.src.data) if end == -1 else end + 1
+
+    def edit(self, at: int, text: str, why: str) -> Edit:
+        return Edit(self.rel, at, at, text, why)
+
+    def has_own_line(self, line: str) -> bool:
+        """LINE is in the file outside what any bypass added (another op's revert must not take it away)."""
+        return line.encode() in _BYPASS_LINE.sub(b"", _BYPASS_BLOCK.sub(b"", self.src.data))
+
+    def include_edits(self, op: str, includes: tuple[str, ...], why: str) -> list[Edit]:
+        """INCLUDES the file does not have of its own, each marked as OP's, after the last include."""
+        return [
+            self.edit(_after_last_include(self), f"{include} // @codemod-bypass {op}\n", why)
+            for include in includes
+            if not self.has_own_line(include)
+        ]
+
+
+_BYPASS_BLOCK = re.compile(rb"^[ \t]*// @codemod-bypass (\w+) begin:.*?^[ \t]*// @codemod-bypass \1 end\n", re.M | re.S)
+_BYPASS_LINE = re.compile(rb"^.*// @codemod-bypass \w+\n", re.M)
+
+
+def template_edits(tree: Tree, capture: Capture) -> list[Edit]:
+    kernels = capture.native_kernels
+    what = "calls the CPU kernel directly, no dispatcher"
+
+    def calling_native(api: ApiFunction) -> str:
+        return api.definition_calling(kernels[api.overload])
+
+    return [
+        *declaration_edits(tree, capture),
+        *definition_edits(tree, FUNCTIONS_CPP, capture.op, capture.functions, calling_native, what, "at::", (NATIVE_FUNCTIONS_INCLUDE,)),
+        *definition_edits(tree, TENSOR_METHODS_CPP, capture.op, capture.methods, calling_native, what, "Tensor::", (NATIVE_FUNCTIONS_INCLUDE,)),
+    ]
+
+
+def declaration_edits(tree: Tree, capture: Capture, functions_h_extra: str = "") -> list[Edit]:
+    """Declare the function API in Functions.h (followed by FUNCTIONS_H_EXTRA) and the methods in class Tensor."""
+    op = capture.op
+    origin = "torchgen generated it before the bypass"
+    functions_h = SourceFile.read(tree, FUNCTIONS_H)
+    tensor_body = SourceFile.read(tree, TENSOR_BODY_H)
+    method_at, method_indent = _after_placeholder(tensor_body, _METHOD_PLACEHOLDERS)
+    declarations = "\n".join(f"TORCH_API {f.declaration};" for f in capture.functions)
+    return [
+        functions_h.edit(
+            _after_placeholder(functions_h, _FUNCTION_PLACEHOLDERS)[0],
+            block(op, f"function API written by hand ({origin})", declarations + functions_h_extra),
+            f"declare {', '.join('at::' + f.name for f in capture.functions)}",
+        ),
+        tensor_body.edit(
+            method_at,
+            block(op, f"method API written by hand ({origin})", "\n".join(f"{method_indent}{m.declaration};" for m in capture.methods), method_indent),
+            f"declare {', '.join('Tensor::' + m.name for m in capture.methods)}",
+        ),
+    ]
+
+
+def _after_placeholder(source: SourceFile, placeholders: tuple[str, ...]) -> tuple[int, str]:
+    """Start of the line after the codegen placeholder, and the placeholder's indentation."""
+    for placeholder in placeholders:
+        offset = source.src.data.find(placeholder.encode())
+        if offset == -1:
+            continue
+        node = source.src.root.descendant_for_byte_range(offset, offset)
+        if cpp_syntax.namespaces(node)[:1] != ("at",):
+            raise BadInput(f"{source.rel}: {placeholder} is not inside `namespace at`; the tool does not know where to declare the op")
+        start = source.line_start(offset)
+        return source.line_end(offset), source.src.span(start, offset)
+    raise BadInput(f"{source.rel}: none of {', '.join(placeholders)} found; is this a torchgen template?")
+
+
+def definition_edits(
+    tree: Tree,
+    rel: str,
+    op: str,
+    apis: tuple[ApiFunction, ...],
+    define: Callable[[ApiFunction], str],
+    what: str,
+    prefix: str,
+    includes: tuple[str, ...],
+) -> list[Edit]:
+    """Define APIS (each as DEFINE writes it) at the end of `namespace at` in REL, after INCLUDES."""
+    source = SourceFile.read(tree, rel)
+    body = "\n\n".join(define(api) for api in apis)
+    return [
+        *source.include_edits(op, includes, "include what the definitions call"),
+        source.edit(
+            _end_of_namespace(source, ("at",)),
+            "\n" + block(op, what, body),
+            f"define {', '.join(prefix + api.name for api in apis)}",
+        ),
+    ]
+
+
+def _after_last_include(source: SourceFile) -> int:
+    """After the last include; after another op's block when that include is in it, so blocks never nest."""
+    includes = [n for n in source.src.root.named_children if n.type == "preproc_include"]
+    at = source.line_end(includes[-1].end_byte - 1) if includes else 0
+    for found in _BYPASS_BLOCK.finditer(source.src.data):
+        if found.start() < at <= found.end():
+            return found.end()
+    return at
+
+
+def native_source_edits(tree: Tree, capture: Capture) -> list[Edit]:
+    """Structs before the macro-named meta/impl definitions; scaffolding after the last impl.
+
+    A ufunc op has no TORCH_IMPL_FUNC in the tree: its kernel files become
+    hand-written sources and its scaffolding goes at the end of `at::native`.
+    """
+    op = capture.op
+    meta = {s.name: s for s in capture.meta_structs}
+    native = {s.name: s for s in capture.native_structs}
+    ufunc = {name: native.pop(name) for name in capture.ufunc_structs}
+    found = find_structured_definitions(tree, op, set(meta) | set(native))
+    missing = (set(meta) | set(native)) - found.keys()
+    if missing:
+        raise BadInput(
+            f"no definition of {', '.join(sorted(missing))} (TORCH_META_FUNC/TORCH_IMPL_FUNC) under {NATIVE_SOURCES}; "
+            f"the structured kernel source of {op!r} is needed to bypass it"
+        )
+    kernel_files = {found[name][0].rel for name in (native or meta)}
+    if len(kernel_files) != 1:
+        raise BadInput(f"the kernels of {op!r} are defined in several files ({', '.join(sorted(kernel_files))}); the tool handles one")
+    edits = []
+    for name, (source, node) in sorted(found.items(), key=lambda item: item[1][1].start_byte):
+        snippet = (meta | native)[name]
+        where = "meta" if name in meta else "native"
+        edits.append(
+            source.edit(
+                source.line_start(node.start_byte),
+                _struct_block(op, where, snippet),
+                f"define the {where} struct {name}",
+            )
+        )
+    carried = "\n".join([*(_struct_block(op, "native", snippet) for snippet in ufunc.values()), scaffolding(capture)])
+    if native:  # right after the op's last TORCH_IMPL_FUNC
+        source, last_impl = max((found[name] for name in native), key=lambda item: item[1].end_byte)
+        edits.append(source.edit(source.line_end(last_impl.end_byte - 1), "\n" + carried, "add the CPU structured wrappers and at::native kernels"))
+    else:  # a ufunc op's impl was generated: at the end of `at::native` in the file of its meta function
+        source = found[next(iter(meta))][0]
+        edits.append(source.edit(_end_of_namespace(source, ("at", "native")), carried + "\n", "add the ufunc native struct, CPU structured wrappers and at::native kernels"))
+    includes = [i for i in capture.cpu_includes if not source.has_own_line(i)]
+    if includes:
+        edits.append(
+            source.edit(
+                _after_last_include(source),
+                block(op, "headers the CPU wrappers need", "\n".join(includes)),
+                "include what the CPU wrappers need",
+            )
+        )
+    return [*edits, *_ufunc_source_edits(tree, capture)]
+
+
+def _struct_block(op: str, where: str, snippet: Snippet) -> str:
+    return block(op, f"{where} struct written by hand (was {snippet.source})", snippet.text) + "\n"
+
+
+def _end_of_namespace(source: SourceFile, name: tuple[str, ...]) -> int:
+    """Start of the line closing the last `namespace a::b {` (or nested a { b {) body in the file."""
+    bodies = [
+        node for node in cpp_syntax.walk(source.src.root)
+        if node.type == "declaration_list" and node.parent.type == "namespace_definition"
+        and cpp_syntax.namespaces(node) == name
+    ]
+    if not bodies:
+        raise BadInput(f"{source.rel}: no `namespace {'::'.join(name)} {{ ... }}` to add the op's definitions to")
+    return source.line_start(max(bodies, key=lambda n: n.end_byte).end_byte - 1)
+
+
+def _ufunc_source_path(generated_name: str) -> str:
+    """Per-CPU-capability kernels live in native/cpu/ (the build compiles those once per ISA)."""
+    per_capability = generated_name.startswith("UfuncCPUKernel_")
+    return f"{NATIVE_SOURCES}/cpu/{generated_name}" if per_capability else f"{NATIVE_SOURCES}/{generated_name}"
+
+
+def _ufunc_source_edits(tree: Tree, capture: Capture) -> list[Edit]:
+    """The ufunc codegen's CPU files, now hand-written sources of the tree (new files)."""
+    edits = []
+    for snippet in capture.ufunc_sources:
+        rel = _ufunc_source_path(snippet.name)
+        if tree.path(rel).exists():
+            raise BadInput(f"{rel} exists; the bypass of {capture.op!r} would write its ufunc kernel there; move it away first")
+        header = f"// @codemod-bypass {capture.op}: written by hand from torchgen's {snippet.name}; revert deletes this file\n"
+        edits.append(Edit(rel, 0, 0, header + snippet.text, f"carry over the ufunc CPU kernel {snippet.name}"))
+    return edits
+
+
+def find_structured_definitions(tree: Tree, op: str, struct_names: set[str]) -> dict[str, tuple[SourceFile, Node]]:
+    quick = re.compile(rf"FUNC2?\s*\(\s*{re.escape(op)}")  # parse only files that may hold them
+    found: dict[str, tuple[SourceFile, Node]] = {}
+    for path in sorted(tree.path(NATIVE_SOURCES).rglob("*.cpp")):
+        if not quick.search(path.read_text(errors="replace")):
+            continue
+        source = SourceFile.read(tree, tree.rel(path))
+        for node in cpp_syntax.walk(source.src.root):
+            if node.type != "function_definition":
+                continue
+            head = cpp_syntax.definition_name(node)
+            if isinstance(head, MacroHead) and (head.macro in _META_MACROS or head.macro == "TORCH_IMPL_FUNC"):
+                name = "structured_" + "_".join(arg.strip() for arg in head.args)
+                if name in struct_names:
+                    found[name] = (source, node)
+    return found
+
+
+def scaffolding(capture: Capture) -> str:
+    op = capture.op
+    namespace = namespace_name(op)
+    carried = "\n\n".join(s.text for s in (*capture.cpu_helpers, *capture.cpu_scaffolding))
+    forwards = "\n\n".join(
+        _forward(namespace, wrapper, capture.native_kernels[overload], capture)
+        for overload, wrapper in capture.cpu_wrappers.items()
+    )
+    body = (
+        f"namespace {{\nnamespace {namespace} {{\n{carried}\n}} // namespace {namespace}\n}} // namespace\n\n{forwards}"
+    )
+    return block(op, "CPU structured wrappers written by hand (were RegisterCPU.cpp); the native API calls them", body)
+
+
+def _forward(namespace: str, wrapper: str, native_name: str, capture: Capture) -> str:
+    snippet = next(s for s in capture.cpu_scaffolding if s.name == wrapper)
+    src = cpp_syntax.parse(snippet.text.encode())
+    node = next(n for n in src.root.named_children if n.type == "function_definition")
+    head, start = cpp_syntax.function_head(src, node)
+    name = cpp_syntax.function_declarator(node).child_by_field_name("declarator")
+    head = head[: name.start_byte - start] + native_name + head[name.end_byte - start :]
+    args = ", ".join(cpp_syntax.parameter_names(node))
+    return f"{head} {{\n    return {namespace}::{wrapper}({args});\n}}"

@@ -1,0 +1,127 @@
+"""Guarded bypass: the public API takes the CPU kernel directly only when that is all the dispatcher would do.
+
+The op's entries only gain `manual_cpp_binding: True`: torchgen keeps generating the
+structured CPU kernel (`at::cpu::mul`), the autograd, Meta and CUDA kernels, and renames
+its dispatcher-calling API to `__dispatch_`. By hand, in the templates: `at::mul`,
+`at::mul_out`, `Tensor::mul`, ... check a guard, then call `at::cpu::` or, as generated,
+the dispatcher. Derivatives, native sources and callers are untouched.
+
+The guard computes the key set the dispatcher would dispatch on (the inputs' keys with
+the thread-local ones applied) and takes the fast path only when it holds nothing but
+the CPU kernel and the layers that would have nothing to do: autograd (no input has
+autograd metadata) and ADInplaceOrView (whose version bump the fast path does itself).
+It also requires no RecordFunction callback (profiler), since the dispatcher would run it.
+"""
+from __future__ import annotations
+
+import re
+
+from codemod.model import cpp_syntax
+from codemod.capture.capture import ApiFunction, Capture
+from codemod.model.edits import Edit
+from codemod.model.errors import BadInput
+from codemod.plan.cpp import FUNCTIONS_CPP, FUNCTIONS_H, TENSOR_METHODS_CPP, SourceFile, declaration_edits, definition_edits
+from codemod.model.tree import Tree
+
+_OPS_CALL_ARGS = re.compile(r"at::_ops::\w+::call\((.*)\);", re.DOTALL)
+_TENSOR = re.compile(r"^(const )?at::Tensor &$")
+FUNCTIONS_H_INCLUDES = ("#include <ATen/record_function.h>", "#include <c10/core/impl/LocalDispatchKeySet.h>")
+DEFINITION_INCLUDES = ("#include <ATen/Functions.h>", "#include <ATen/CPUFunctions.h>")
+
+
+def guard_namespace(op: str) -> str:
+    return f"detail::codemod_guarded_{op}"
+
+
+def guard(op: str) -> str:
+    """The guard, inline in Functions.h; one per op, so two guarded ops never collide."""
+    return f"""
+namespace {guard_namespace(op)} {{
+// What the dispatcher would run besides the CPU kernel for a plain dense CPU tensor:
+// autograd (nothing to record without autograd metadata), ADInplaceOrView (a version
+// bump, done by the caller) and BackendSelect (factories only).
+constexpr c10::DispatchKeySet kernel_suffices({{c10::DispatchKey::CPU, c10::DispatchKey::AutogradCPU,
+                                                c10::DispatchKey::ADInplaceOrView, c10::DispatchKey::BackendSelect}});
+
+// The key set the dispatcher would dispatch on, when calling the CPU kernel directly does what it would do.
+template <typename... Tensors>
+inline std::optional<c10::DispatchKeySet> cpu_fast_path(const Tensors&... tensors) {{
+  if (((tensors.unsafeGetTensorImpl()->autograd_meta() != nullptr) || ...)) {{
+    return std::nullopt;  // may require grad, be a view of one, or carry a forward-mode tangent
+  }}
+  const c10::impl::LocalDispatchKeySet local = c10::impl::tls_local_dispatch_key_set();
+  const c10::DispatchKeySet keys = ((tensors.key_set() | ...) | local.included_) - local.excluded_;
+  // raw bits: subtraction keeps backend bits, and a CUDA or Meta bit must send us to the dispatcher
+  if ((keys.raw_repr() & ~kernel_suffices.raw_repr()) != 0 || !keys.has(c10::DispatchKey::CPU)) {{
+    return std::nullopt;
+  }}
+  if (at::getStepCallbacksUnlessEmpty(at::RecordScope::FUNCTION).has_value()) {{
+    return std::nullopt;  // a profiler or observer expects to see the op
+  }}
+  return keys;
+}}
+
+// What ADInplaceOrView does after the kernel: bump the version of every mutated tensor.
+template <typename... Tensors>
+inline void bump_versions(c10::DispatchKeySet keys, const Tensors&... mutated) {{
+  if (keys.has(c10::DispatchKey::ADInplaceOrView)) {{
+    (mutated.unsafeGetTensorImpl()->bump_version(), ...);
+  }}
+}}
+}} // namespace {guard_namespace(op)}"""
+
+
+def template_edits(tree: Tree, capture: Capture) -> list[Edit]:
+    op = capture.op
+    cpu = set(capture.cpu_functions)
+    functions_h = SourceFile.read(tree, FUNCTIONS_H)
+    what = "calls the CPU kernel directly when the guard allows, else the dispatcher"
+
+    def define(api: ApiFunction) -> str:
+        return guarded_definition(op, api, cpu)
+
+    return [
+        *functions_h.include_edits(op, FUNCTIONS_H_INCLUDES, "include what the guard reads"),
+        *declaration_edits(tree, capture, guard(op)),
+        *definition_edits(tree, FUNCTIONS_CPP, op, capture.functions, define, what, "at::", DEFINITION_INCLUDES),
+        *definition_edits(tree, TENSOR_METHODS_CPP, op, capture.methods, define, what, "Tensor::", DEFINITION_INCLUDES),
+    ]
+
+
+def guarded_definition(op: str, api: ApiFunction, cpu_functions: set[str]) -> str:
+    """The generated definition, its dispatcher call kept as the fallback behind the fast path."""
+    if api.name not in cpu_functions:
+        raise BadInput(f"torchgen generates no at::cpu::{api.name} for {api.overload}; the guarded bypass calls it")
+    src = cpp_syntax.parse(f"{api.definition_head} {{}}".encode())
+    node = next(n for n in src.root.named_children if n.type == "function_definition")
+    params = cpp_syntax.parameters(node)
+    unsupported = [f"{kind} {name}" for kind, name in params if "Tensor" in kind and not _TENSOR.match(kind)]
+    if unsupported:
+        raise BadInput(f"{api.overload}: the guard reads plain Tensor arguments only, not {', '.join(unsupported)}; bypass {op} without --guarded")
+    is_method = api.definition_head.split("(")[0].rstrip().endswith("Tensor::" + api.name)
+    tensors = [name for kind, name in params if _TENSOR.match(kind)]
+    mutated = [name for kind, name in params if kind == "at::Tensor &"]
+    if is_method:
+        call = _OPS_CALL_ARGS.search(api.body)
+        args = call.group(1) if call else ""
+        tensors.insert(0, "*this")
+        if api.name.endswith("_"):
+            mutated.insert(0, "*this")
+    else:
+        args = ", ".join(name for _, name in params)
+    namespace = guard_namespace(op)
+    fast_call = f"at::cpu::{api.name}({args})"
+    if mutated:
+        fast = (
+            f"        auto&& result = {fast_call};\n"
+            f"        {namespace}::bump_versions(*keys, {', '.join(mutated)});\n"
+            f"        return result;\n"
+        )
+    else:
+        fast = f"        return {fast_call};\n"
+    fallback = "\n".join(f"    {line.strip()}" for line in api.body.strip()[1:-1].splitlines() if line.strip())
+    return (
+        f"{api.definition_head} {{\n"
+        f"    if (auto keys = {namespace}::cpu_fast_path({', '.join(tensors)})) {{\n{fast}    }}\n"
+        f"{fallback}\n}}"
+    )
