@@ -29,7 +29,7 @@ from codemod.capture.capture import Capture
 from codemod.model.errors import EXIT_OK, BadInput, CodemodError, VerificationFailed
 from codemod.plan.plan import Plan, make_plan
 from codemod.model.tree import Tree, locate
-from codemod.verify import verify
+from codemod.verify.verify import verify
 
 TREE_OPTION = click.option(
     "--tree", "tree_root", default=".", show_default=True, type=click.Path(file_okay=False, path_type=Path),
