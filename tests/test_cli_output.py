@@ -26,7 +26,7 @@ def test_every_json_object_follows_the_schema(tree: Path) -> None:
     assert dry["applied"] is False and dry["patch"].startswith("diff --git ")
     assert {f["path"] for f in dry["files"]} >= {"aten/src/ATen/native/native_functions.yaml", "tools/autograd/derivatives.yaml"}
     assert all(f["hunks"] >= 1 for f in dry["files"])
-    assert any("autograd" in loss for loss in dry["losses"]) and dry["unrewritten"] == []
+    assert any("autograd" in loss for loss in dry["losses"]) and [x for x in dry["unrewritten"] if x["needs_edit"]] == []
 
     applied = json_of("bypass", "mul", "--tree", str(tree), "--no-verify")
     assert applied["applied"] is True and "patch" not in applied and set(applied["seconds"]) == {"plan", "apply"}

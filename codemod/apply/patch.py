@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import difflib
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from codemod.plan.plan import FileChange
@@ -27,10 +28,42 @@ class Hunk:
     opcodes: tuple[Opcode, ...]  # what it changes: difflib's non-equal opcodes, in line numbers of the two sides
 
 
+def _grouped_opcodes(old: list[str], new: list[str], context: int) -> list[list[Opcode]]:
+    """difflib's hunks without its autojunk heuristic, which on files of 200+ lines treats frequent lines
+    (blank lines, `}`) as junk and inflates a 2-line change into a +6/-6 hunk."""
+    return list(difflib.SequenceMatcher(None, old, new, autojunk=False).get_grouped_opcodes(context))
+
+
+def unified_diff(old: list[str], new: list[str], from_name: str, to_name: str, context: int = CONTEXT_LINES) -> Iterator[str]:
+    """difflib.unified_diff's lines, from the matcher every hunk of ours comes from (patch, -i, three-way revert)."""
+    groups = _grouped_opcodes(old, new, context)
+    if not groups:
+        return
+    yield f"--- {from_name}\n"
+    yield f"+++ {to_name}\n"
+    for group in groups:
+        (_, i1, _, j1, _), (_, _, i2, _, j2) = group[0], group[-1]
+        yield f"@@ -{_line_range(i1, i2)} +{_line_range(j1, j2)} @@\n"
+        for tag, a1, a2, b1, b2 in group:
+            if tag == "equal":
+                yield from (" " + line for line in old[a1:a2])
+                continue
+            yield from ("-" + line for line in old[a1:a2])
+            yield from ("+" + line for line in new[b1:b2])
+
+
+def _line_range(start: int, stop: int) -> str:
+    """A hunk side as unified diffs write it: first line (1-based; the line before an empty side) and count."""
+    length = stop - start
+    if length == 1:
+        return str(start + 1)
+    return f"{start + 1 if length else start},{length}"
+
+
 def hunks(change: FileChange) -> list[Hunk]:
     """The hunks of the file's diff, each with the opcodes it applies (the grouping unified_diff itself makes)."""
     old, new = lines(change)
-    groups = difflib.SequenceMatcher(None, old, new).get_grouped_opcodes(CONTEXT_LINES)
+    groups = _grouped_opcodes(old, new, CONTEXT_LINES)
     texts = re.split(r"(?m)^(?=@@ )", _file_diff(change))[1:]  # hunk bodies start with " ", "+" or "-"
     return [Hunk(text, tuple(op for op in group if op[0] != "equal")) for text, group in zip(texts, groups, strict=True)]
 
@@ -38,7 +71,7 @@ def hunks(change: FileChange) -> list[Hunk]:
 def _file_diff(change: FileChange) -> str:
     old, new = lines(change)
     created = change.before is None
-    rendered = difflib.unified_diff(old, new, "/dev/null" if created else f"a/{change.path}", f"b/{change.path}", n=CONTEXT_LINES)
+    rendered = unified_diff(old, new, "/dev/null" if created else f"a/{change.path}", f"b/{change.path}")
     out = [f"diff --git a/{change.path} b/{change.path}\n"]
     if created:
         out.append("new file mode 100644\n")

@@ -13,6 +13,8 @@ import difflib
 import re
 from dataclasses import dataclass
 
+from codemod.apply import patch
+
 Opcode = tuple[str, int, int, int, int]  # difflib: tag, i1, i2, j1, j2
 
 
@@ -118,5 +120,5 @@ def _conflict(old: list[bytes], new: list[bytes], now: list[bytes], hunk: tuple[
 
 
 def unified_diff(a: list[bytes], b: list[bytes], a_name: str, b_name: str, context: int = 3) -> str:
-    text = difflib.unified_diff([x.decode(errors="replace") for x in a], [x.decode(errors="replace") for x in b], a_name, b_name, n=context)
+    text = patch.unified_diff([x.decode(errors="replace") for x in a], [x.decode(errors="replace") for x in b], a_name, b_name, context)
     return "".join(line if line.endswith("\n") else line + "\n" for line in text)

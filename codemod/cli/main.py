@@ -299,12 +299,19 @@ def _summary(tree: Tree, plan: Plan, applied: bool) -> None:
         _say(f"  - {loss}")
     if plan.guarded:
         _say("no caller needs rewriting: at::cpu:: and at::redispatch:: functions are still generated in guarded mode")
-    elif plan.leftovers:
+        return
+    to_edit = [leftover for leftover in plan.leftovers if leftover.needs_edit]
+    if to_edit:
         _say("not rewritten (edit by hand):")
-        for leftover in plan.leftovers:
+        for leftover in to_edit:
             _say(f"  {leftover}")
     else:
         _say("every reference to the removed at::cpu:: / at::redispatch:: functions was rewritten")
+    still_dispatched = [leftover for leftover in plan.leftovers if not leftover.needs_edit]
+    if still_dispatched:
+        _say("left as they are (they compile; check each still wants what it reaches after the bypass):")
+        for leftover in still_dispatched:
+            _say(f"  {leftover}")
 
 
 @main.command()

@@ -29,7 +29,9 @@ def bypass(plan: Plan, *, applied: bool, verified: list[str], seconds: dict[str,
         "files": [vars(row) for row in patch.stat(plan.changes)],
         "losses": list(plan.losses),
         "foreach_ops_losing_autograd": list(plan.foreach_ops),
-        "unrewritten": [{"path": x.path, "line": x.line, "text": x.text.strip(), "why": x.why} for x in plan.leftovers],
+        "unrewritten": [
+            {"path": x.path, "line": x.line, "text": x.text.strip(), "why": x.why, "needs_edit": x.needs_edit} for x in plan.leftovers
+        ],
         "verified": verified,
         "seconds": seconds,
     }

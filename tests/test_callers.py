@@ -1,0 +1,142 @@
+"""Callers, exactly: only the callee (and the key set, and a method's receiver comma) changes, so comments and
+line breaks in argument lists stay; at::_ops:: calls are listed with what they reach after the bypass; hunks are
+as small as the change (difflib without autojunk)."""
+from __future__ import annotations
+
+import difflib
+import json
+import random
+from pathlib import Path
+
+from codemod.apply import patch
+from codemod.plan.plan import FileChange
+from codemod.model.tree import NATIVE_FUNCTIONS
+from tests.conftest import OUTPUT_SCHEMA, run_codemod
+
+BLAS_SCALE = "aten/src/ATen/native/BlasScale.cpp"
+ZERO_TENSOR = "aten/src/ATen/native/ZeroTensorBinaryOps.cpp"
+
+
+def dry_run_json(tree: Path, op: str) -> tuple[dict, str]:
+    run = run_codemod("bypass", op, "--tree", str(tree), "--dry-run", "--json", "--patch", str(tree.parent / "p.diff"))
+    assert run.returncode == 0, run.stderr
+    document = json.loads(run.stdout)
+    OUTPUT_SCHEMA.validate(document)
+    return document, (tree.parent / "p.diff").read_text()
+
+
+def bypassed(tree: Path, rel: str) -> str:
+    run = run_codemod("bypass", "mul", "--tree", str(tree), "--no-verify")
+    assert run.returncode == 0, run.stderr
+    return (tree / rel).read_text()
+
+
+def test_only_callee_names_change_comments_and_line_breaks_stay(tree: Path) -> None:
+    before = (tree / BLAS_SCALE).read_text()
+    after = bypassed(tree, BLAS_SCALE)
+    assert after.count("\n") == before.count("\n")
+    # every changed line differs from its original only where the callee was (and a method's receiver comma)
+    expected = (
+        before.replace("at::cpu::mul_out(", "at::mul_out(")
+        .replace("at::cpu::mul(x, at::cpu::mul(y, /*other=*/z))", "at::mul(x, at::mul(y, /*other=*/z))")
+        .replace("at::cpu::mul_(*self, *self);", "(*self).mul_(*self);")
+    )
+    assert after == expected
+    assert "      // the caller owns result; the kernel only resizes it\n      result,\n" in after
+    assert "// NOLINT(readability-suspicious-call-argument)" in after
+
+
+def test_redispatch_drops_only_the_key_set(tree: Path) -> None:
+    rel = "torch/csrc/autograd/VariableTypeManual.cpp"
+    before = (tree / rel).read_text()
+    after = bypassed(tree, rel)
+    assert "at::redispatch::mul(ks, self, other)" in before and "at::mul(self, other)" in after
+    assert "at::redispatch::mul" not in after
+    assert after.count("\n") == before.count("\n")
+
+
+def test_nested_calls_are_each_rewritten(tree: Path) -> None:
+    caller = tree / "torch/csrc/nested_callers.cpp"
+    caller.write_text(
+        "#include <ATen/CPUFunctions.h>\n"
+        "at::Tensor cube(const at::Tensor& a) {\n"
+        "  return at::cpu::mul(a, at::cpu::mul(a, a));\n"
+        "}\n"
+        "at::Tensor& square_sum_(at::Tensor& a, const at::Tensor& b) {\n"
+        "  return at::cpu::mul_(a, at::cpu::mul(b,\n"
+        "                                       b /* twice */));\n"
+        "}\n"
+        "at::Tensor redispatched(c10::DispatchKeySet ks, const at::Tensor& a) {\n"
+        "  return at::redispatch::mul(ks, a, at::redispatch::mul(ks,\n"
+        "      a, a));\n"
+        "}\n"
+    )
+    assert bypassed(tree, "torch/csrc/nested_callers.cpp") == (
+        "#include <ATen/CPUFunctions.h>\n"
+        "at::Tensor cube(const at::Tensor& a) {\n"
+        "  return at::mul(a, at::mul(a, a));\n"
+        "}\n"
+        "at::Tensor& square_sum_(at::Tensor& a, const at::Tensor& b) {\n"
+        "  return a.mul_(at::mul(b,\n"
+        "                                       b /* twice */));\n"
+        "}\n"
+        "at::Tensor redispatched(c10::DispatchKeySet ks, const at::Tensor& a) {\n"
+        "  return at::mul(a, at::mul(\n"
+        "      a, a));\n"
+        "}\n"
+    )
+
+
+def test_calls_through_ops_structs_are_listed_with_what_they_reach(tree: Path) -> None:
+    document, _ = dry_run_json(tree, "mul")
+    listed = [x for x in document["unrewritten"] if x["path"] == ZERO_TENSOR]
+    line = (tree / ZERO_TENSOR).read_text().splitlines().index(
+        "  const auto meta_result = at::_ops::mul_Tensor::redispatch(") + 1
+    assert [(x["line"], x["needs_edit"]) for x in listed] == [(line, False)]
+    assert "at::native::mul (CompositeImplicitAutograd)" in listed[0]["why"]
+    assert all(x["needs_edit"] is False for x in document["unrewritten"])  # every at::cpu::/redispatch:: call rewritten
+    human = run_codemod("bypass", "mul", "--tree", str(tree), "--dry-run")
+    assert "every reference to the removed at::cpu:: / at::redispatch:: functions was rewritten" in human.stderr
+    assert f"{ZERO_TENSOR}:{line}: const auto meta_result = at::_ops::mul_Tensor::redispatch(" in human.stderr
+
+
+def test_hunks_are_as_small_as_the_change(tree: Path) -> None:
+    """2 changed lines in the tree's largest file make one +2/-2 hunk, where difflib's default (autojunk: lines
+    frequent in a 200+ line file are junk) inflates the hunk."""
+    before = (tree / NATIVE_FUNCTIONS).read_bytes()
+    lines = before.decode().splitlines(keepends=True)
+
+    def two_lines_changed_at(i: int) -> list[str]:
+        return lines[:i] + ["# one\n", "# two\n"] + lines[i + 2 :]
+
+    def changed_count(diff: list[str]) -> int:
+        return sum(line[:1] in "+-" and line[:3] not in ("+++", "---") for line in diff)
+
+    inflated = [i for i in range(len(lines) - 2) if changed_count(list(difflib.unified_diff(lines, two_lines_changed_at(i)))) > 4]
+    assert inflated, "no position where difflib's autojunk inflates a hunk: the test has lost its subject"
+    for i in inflated:
+        change = FileChange(NATIVE_FUNCTIONS, before, "".join(two_lines_changed_at(i)).encode())
+        [row] = patch.stat((change,))
+        assert (row.added, row.removed, row.hunks) == (2, 2, 1)
+        [hunk] = patch.hunks(change)
+        assert changed_count(hunk.text.splitlines()) == 4
+
+
+def test_unified_diff_is_difflibs_without_autojunk() -> None:
+    """The one renderer of patch, -i and three-way revert writes what difflib writes, hunk for hunk."""
+
+    class NoAutojunk(difflib.SequenceMatcher):
+        def __init__(self, isjunk=None, a="", b="") -> None:
+            super().__init__(isjunk, a, b, autojunk=False)
+
+    rng = random.Random(12)
+    for _ in range(500):
+        old = [rng.choice(["a\n", "}\n", "\n", "b\n"]) for _ in range(rng.randrange(0, 40))]
+        new = [line for line in old if rng.random() > 0.1] + [rng.choice(["x\n", "}\n"])] * rng.randrange(2)
+        context = rng.randrange(0, 4)
+        original, difflib.SequenceMatcher = difflib.SequenceMatcher, NoAutojunk
+        try:
+            expected = list(difflib.unified_diff(old, new, "a", "b", n=context))
+        finally:
+            difflib.SequenceMatcher = original
+        assert list(patch.unified_diff(old, new, "a", "b", context)) == expected
