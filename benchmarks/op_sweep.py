@@ -1,0 +1,109 @@
+"""Every op `codemod ops --bypassable` lists, bypassed with full verification and reverted, each on a fresh copy.
+
+    python benchmarks/op_sweep.py TREE [--only OP ...] [--no-build] [--json]
+
+Counts: bypassed + verified + reverted byte for byte / refused (exit 2), by reason / failed (exit 1 from the
+verification, or a revert that is not byte-identical), and seconds per op. Figures for a person (the README's);
+nothing here asserts a time. A tree from `codemod tree from-torch` laid over real native sources is the test that
+matters: see the README for how to lay one out.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+
+
+def codemod(*args: str) -> tuple[int, dict]:
+    run = subprocess.run([sys.executable, "-m", "codemod", *args, "--json"], capture_output=True, text=True)
+    try:
+        return run.returncode, json.loads(run.stdout)
+    except ValueError:
+        return run.returncode, {"error": (run.stderr.strip().splitlines() or ["no output"])[-1]}
+
+
+def snapshot(root: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file() and ".codemod" not in p.parts}
+
+
+def sweep_one(tree: Path, op: str, scratch: Path, extra: list[str]) -> dict:
+    copy = scratch / op
+    shutil.copytree(tree, copy, symlinks=True, ignore=shutil.ignore_patterns(".codemod", ".codemod.lock", "__pycache__"))
+    pristine = snapshot(copy)
+    started = time.perf_counter()
+    code, bypass = codemod("bypass", op, "--tree", str(copy), *extra)
+    bypass_seconds = time.perf_counter() - started
+    row = {"op": op, "bypass_exit": code, "bypass_seconds": round(bypass_seconds, 1)}
+    if code != 0:
+        row["outcome"] = "refused" if code == 2 else "failed"
+        row["reason"] = bypass.get("error", "")
+        return row
+    row["verified"] = bypass.get("verified", [])
+    started = time.perf_counter()
+    code, revert = codemod("revert", op, "--tree", str(copy))
+    row["revert_seconds"] = round(time.perf_counter() - started, 1)
+    identical = code == 0 and snapshot(copy) == pristine
+    row["outcome"] = "bypassed" if identical else "failed"
+    if not identical:
+        row["reason"] = revert.get("error", "revert left the tree different from the copy it started from")
+    shutil.rmtree(copy)
+    return row
+
+
+def reason_class(reason: str) -> str:
+    """The reason without the op's own names, so refusals group: the text after the last ': ' up to ';'."""
+    return reason.rsplit(": ", 1)[-1].split(";")[0].strip()[:100] or "(no message)"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("tree", type=Path)
+    parser.add_argument("--only", nargs="*", default=None, help="these ops instead of every bypassable one")
+    parser.add_argument("--no-build", action="store_true", help="skip the compile-and-check gate before applying")
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args()
+    code, listing = codemod("ops", "--tree", str(args.tree), "--bypassable")
+    if code != 0:
+        print(f"ops failed: {listing.get('error')}", file=sys.stderr)
+        return 2
+    ops = args.only or [row["op"] for row in listing["ops"] if row["bypassable"]]
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="op_sweep-") as scratch:
+        for op in ops:
+            row = sweep_one(args.tree, op, Path(scratch), ["--no-build"] if args.no_build else [])
+            rows.append(row)
+            print(f"{op:24} {row['outcome']:9} bypass {row['bypass_seconds']:6.1f} s  {row.get('reason', '')[:110]}", file=sys.stderr)
+    counts = Counter(row["outcome"] for row in rows)
+    refused = Counter(reason_class(row["reason"]) for row in rows if row["outcome"] == "refused")
+    failed = {row["op"]: row["reason"] for row in rows if row["outcome"] == "failed"}
+    seconds = [row["bypass_seconds"] + row.get("revert_seconds", 0) for row in rows]
+    summary = {
+        "tree": str(args.tree),
+        "ops": len(rows),
+        "bypassed_verified_reverted": counts["bypassed"],
+        "refused": dict(refused),
+        "failed": failed,
+        "seconds_per_op": {"median": sorted(seconds)[len(seconds) // 2] if seconds else 0, "max": max(seconds, default=0)},
+        "rows": rows,
+    }
+    if args.json:
+        print(json.dumps(summary, indent=1))
+    else:
+        print(f"{len(rows)} ops: {counts['bypassed']} bypassed + verified + reverted byte for byte, "
+              f"{counts['refused']} refused, {counts['failed']} failed")
+        for reason, count in refused.most_common():
+            print(f"  refused ({count}): {reason}")
+        for op, reason in failed.items():
+            print(f"  failed {op}: {reason[:200]}")
+        print(f"seconds per op (bypass + revert): median {summary['seconds_per_op']['median']:.1f}, max {summary['seconds_per_op']['max']:.1f}")
+    return 0 if not failed else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
