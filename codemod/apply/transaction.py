@@ -15,6 +15,7 @@ written, renamed or deleted, a directory made or removed.
 from __future__ import annotations
 
 import base64
+import contextlib
 import itertools
 import json
 import os
@@ -67,18 +68,24 @@ def run(root: Path, transaction: Transaction) -> None:
     try:
         write_file(root / LOG, transaction.to_json().encode())  # the commit point
     except OSError as error:
-        _temporary(root / LOG).unlink(missing_ok=True)
-        raise BadInput(f"cannot write into {root}: {error}; nothing was changed")
+        raise BadInput(f"{error.filename}: {error.strerror}; nothing was changed in {root}: fix that and run again")
+    _replay_or_explain(root, transaction)
+
+
+def _replay_or_explain(root: Path, transaction: Transaction) -> None:
+    """Replay a committed transaction; a file that cannot be written (a full disk) is named, with what to do."""
     try:
         _replay(root, transaction)
     except OSError as error:
         raise BadInput(
-            f"{error.filename}: {error.strerror} during `codemod {transaction.command}`; "
-            f"fix that and run `codemod recover --tree {root}` to finish it"
+            f"{error.filename}: {error.strerror} during `codemod {transaction.command}`; the tree is part-way: "
+            f"fix that (free space, permissions) and run `codemod recover --tree {root}` to finish it"
         )
 
 
 def refuse_if_interrupted(root: Path) -> None:
+    """Every command but `recover` starts here: an unfinished transaction must be finished first."""
+    refuse_foreign_state_dir(root)
     log = root / LOG
     if log.exists():
         command = Transaction.from_json(log, log.read_text()).command
@@ -87,15 +94,25 @@ def refuse_if_interrupted(root: Path) -> None:
         )
 
 
+def refuse_foreign_state_dir(root: Path) -> None:
+    state = root / STATE_DIR
+    if state.exists() and not state.is_dir():
+        raise BadInput(
+            f"{state}: not a directory; codemod keeps its journals and transaction log in this directory: "
+            "move the file away and run again"
+        )
+
+
 def recover(root: Path) -> Transaction | None:
     """Finish the interrupted transaction, if one was committed; drop one that was not."""
+    refuse_foreign_state_dir(root)
     log = root / LOG
     _unlink(_temporary(log))
     if not log.exists():
         _rmdir_if_empty(log.parent)
         return None
     transaction = Transaction.from_json(log, log.read_text())
-    _replay(root, transaction)
+    _replay_or_explain(root, transaction)
     return transaction
 
 
@@ -115,10 +132,15 @@ def write_file(target: Path, data: bytes) -> None:
     """Replace TARGET by DATA atomically: a synced temporary file beside it, renamed over it."""
     _make_dirs(target.parent)
     temporary = _temporary(target)
-    with open(temporary, "wb") as handle:
-        handle.write(data)
-        handle.flush()
-        os.fsync(handle.fileno())
+    try:
+        with open(temporary, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+    except OSError as error:  # a full disk: no half-written temporary left, and the error names the target
+        with contextlib.suppress(OSError):
+            temporary.unlink()
+        raise OSError(error.errno, error.strerror, str(target)) from error
     _mutated()
     if target.exists():
         os.chmod(temporary, target.stat().st_mode & 0o7777)

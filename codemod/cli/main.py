@@ -41,9 +41,15 @@ def _say(message: str = "") -> None:
     click.echo(message, err=True)
 
 
-def _run(action, json_command: str | None = None) -> None:
-    """Run ACTION; on a CodemodError say why and exit with its code (as JSON too, for a --json command)."""
+def _run(action, json_command: str | None = None, finishes_transactions: bool = False) -> None:
+    """Run ACTION; on a CodemodError say why and exit with its code (as JSON too, for a --json command).
+
+    A command on a tree first refuses (exit 2) while a transaction there is unfinished, unless it is the
+    one that FINISHES_TRANSACTIONS (`recover`)."""
     try:
+        tree_root = click.get_current_context().params.get("tree_root")
+        if tree_root is not None and not finishes_transactions:
+            transaction.refuse_if_interrupted(Path(tree_root).resolve())
         action()
     except CodemodError as error:
         _say(f"codemod: {error}")
@@ -122,7 +128,7 @@ def bypass(
                     return
             diff = patch.render(plan.changes)
             if patch_file is not None:
-                patch_file.write_text(diff)
+                _write_patch(patch_file, diff)
             verified: list[str] = []
             if check:
                 _check_fixed_point(tree, plan)
@@ -148,16 +154,31 @@ def bypass(
     _run(action, "bypass" if as_json else None)
 
 
+def _write_patch(patch_file: Path, diff: str) -> None:
+    """Before anything is applied: a patch that cannot be written stops the bypass with nothing written."""
+    try:
+        patch_file.write_text(diff)
+    except OSError as error:
+        why = error.strerror if patch_file.parent.is_dir() else f"no directory {patch_file.parent}"
+        raise BadInput(f"{patch_file}: cannot write the patch ({why}); nothing was written: pass --patch a writable file")
+
+
 def _ask(hunk: review.Hunk) -> str:
     if hunk.number == 1:
         _say(click.style(f"--- {hunk.path} ({hunk.of} hunk{'s' if hunk.of > 1 else ''})", bold=True))
     for line in hunk.diff.splitlines():
         color = {"+": "green", "-": "red", "@": "cyan"}.get(line[:1])
         _say(click.style(line, fg=color) if color else line)
-    return click.prompt(
-        f"apply hunk {hunk.number}/{hunk.of} of {hunk.path}? [y,n,a,q]",
-        type=click.Choice(["y", "n", "a", "q"]), show_choices=False, err=True,
-    )
+    try:
+        return click.prompt(
+            f"apply hunk {hunk.number}/{hunk.of} of {hunk.path}? [y,n,a,q]",
+            type=click.Choice(["y", "n", "a", "q"]), show_choices=False, err=True,
+        )
+    except click.Abort:  # end of input (or Ctrl-C): no answer is not a yes
+        raise BadInput(
+            f"{hunk.path}: no answer for hunk {hunk.number}/{hunk.of} (end of input): quit, nothing written; "
+            "answer every hunk with y, n, a or q"
+        ) from None
 
 
 def _refuse(hunk: review.Hunk) -> None:
@@ -215,7 +236,7 @@ def recover(tree_root: Path) -> None:
             finished = transaction.recover(tree.root)
         _say(f"recovered: finished `codemod {finished.command}`" if finished else f"nothing to recover in {tree.root}")
 
-    _run(action)
+    _run(action, finishes_transactions=True)
 
 
 @main.command()

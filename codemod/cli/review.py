@@ -4,7 +4,7 @@ Only the caller rewrites are independent of the rest: a rejected one leaves its 
 for a human (it is reported like any reference the tool could not rewrite). Every
 other hunk is needed by the others (the yaml change, the hand-written API and
 kernels, the formula removal and the foreach exemption): rejecting one is refused
-with the reason, and the question is asked again.
+with the reason, and the question is asked once more: a second "n" quits, nothing written.
 """
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from codemod.apply import patch
+from codemod.model.errors import BadInput
 from codemod.plan.plan import FileChange, Plan
 from codemod.plan.callers import Leftover
 from codemod.model.tree import DERIVATIVES, GEN_VARIABLE_TYPE, NATIVE_FUNCTIONS
@@ -45,9 +46,14 @@ def review(plan: Plan, ask: Callable[[Hunk], str], refuse: Callable[[Hunk], None
         for number, diff_hunk in enumerate(file_hunks, 1):
             hunk = Hunk(change.path, number, len(file_hunks), diff_hunk.text, needed_because)
             answer = "y" if accept_rest else ask(hunk)
-            while answer == "n" and needed_because is not None:
+            if answer == "n" and needed_because is not None:
                 refuse(hunk)
                 answer = ask(hunk)
+                if answer == "n":
+                    raise BadInput(
+                        f"{hunk.path}: hunk {hunk.number}/{hunk.of} of `bypass {plan.op}` refused again, but it cannot be "
+                        "left out: quit, nothing written; run again and answer y (or a, or q to quit)"
+                    )
             if answer == "q":
                 raise Quit
             accept_rest = accept_rest or answer == "a"

@@ -1,10 +1,12 @@
 """Parse native_functions.yaml once and locate an op's structured groups.
 
-The whole file is parsed once with the same C loader torchgen uses (fast, and
-what torchgen accepts is what matters); the op's own entries are then parsed
-with ruamel.yaml's round-trip loader, whose line marks give each key's span.
-Entries are split lexically at top-level `- ` items so that every byte between
-them (comments, blank lines) is known and left alone.
+The whole file is composed once with the C loader torchgen uses (fast, and what
+torchgen accepts is what matters): its nodes give each entry's character span
+whatever the layout (any indentation, key order, quoting, flow or block style,
+comments and blank lines anywhere). torchgen's own refusals that YAML allows
+(a key twice in one mapping, no `func`) and two entries of one name are
+reported here, with file:line, before anything is planned. The op's own entries
+are then composed with ruamel.yaml, whose node marks give each key's span.
 """
 from __future__ import annotations
 
@@ -16,6 +18,7 @@ from functools import cached_property
 
 import yaml
 from ruamel.yaml import YAML
+from ruamel.yaml import nodes as ruamel_nodes
 from ruamel.yaml.error import YAMLError as RuamelError
 
 from codemod.model.errors import BadInput
@@ -37,23 +40,30 @@ UNSUPPORTED_STRUCTURED_KEYS = {
     "precomputed": "its meta function returns precomputed values through generated structs",
 }
 
-_FUNC_LINE = re.compile(r"^- func:\s*(?P<name>[A-Za-z0-9_]+(?:\.[A-Za-z0-9_]+)?)\s*\(")
+_FUNC_NAME = re.compile(r"\s*(?P<name>[A-Za-z0-9_]+(?:\.[A-Za-z0-9_]+)?)\s*\(")
+_C_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 @dataclass(frozen=True)
 class KeySpan:
+    """One key of an entry and its value, as character offsets into the file."""
+
     key: str
-    first_line: int  # 0-based, in the file
-    end_line: int  # exclusive: the key line plus its deeper-indented block
+    start: int  # the key's first character
+    end: int  # just after the value's last character (not its trailing comment)
+    first_line: int  # 0-based
 
 
 @dataclass(frozen=True)
 class Entry:
-    """One `- func:` item: its overload name and the lines it occupies."""
+    """One item of the top-level list: its overload name and the characters it occupies."""
 
     name: str  # e.g. "mul.Tensor"
-    first_line: int  # 0-based
-    end_line: int  # exclusive, trailing blank and column-0 comment lines excluded
+    first_line: int  # 0-based: the line of its first key
+    end_line: int  # exclusive: the line after its last value
+    start: int  # character offset of its first key (or of `{` for a flow mapping)
+    end: int  # character offset just after its last value
+    column: int  # the column of its first key
 
     @property
     def base(self) -> str:  # "mul_" for "mul_.Tensor"
@@ -63,13 +73,13 @@ class Entry:
 @dataclass(frozen=True)
 class ParsedEntry:
     entry: Entry
-    keys: dict[str, KeySpan]
+    keys: dict[str, KeySpan]  # in the order they are written
     values: dict[str, object]
+    flow: bool  # written as `{key: value, ...}`
 
     @property
     def name(self) -> str:
         return self.entry.name
-
 
 
 @dataclass(frozen=True)
@@ -96,11 +106,19 @@ class NativeYaml:
     entries: tuple[Entry, ...]
     values: list[dict]  # the loader's entries, in the order of `entries`
 
+    def entry_source(self, entry: Entry) -> str:
+        """The entry's own text, padded to its column, so that it composes alone with the same offsets shifted."""
+        return " " * entry.column + self.text[entry.start : entry.end]
+
     def entry_text(self, entry: Entry) -> str:
-        return "".join(self.lines[entry.first_line : entry.end_line])
+        """The entry as a one-item list, for a yaml of just some entries (the capture, the verification)."""
+        return "-\n" + self.entry_source(entry) + "\n"
 
     def by_name(self) -> dict[str, Entry]:
         return {e.name: e for e in self.entries}
+
+    def byte_offset(self, char_offset: int) -> int:
+        return char_offset if self.text.isascii() else len(self.text[:char_offset].encode())
 
     @cached_property
     def indices_by_base(self) -> dict[str, list[int]]:
@@ -125,13 +143,97 @@ def op_name(base: str) -> str:
     return base[:-1] if base.endswith("_") and not base.endswith("__") else base
 
 
+def line_end(text: str, offset: int) -> int:
+    """The offset of the line break ending the line that holds OFFSET (or the end of the text)."""
+    found = text.find("\n", offset)
+    return len(text) if found == -1 else found
+
+
 def load(rel_path: str, text: str) -> NativeYaml:
-    values = parse(rel_path, text)
-    lines = split_lines(text)
-    entries = tuple(split_entries(rel_path, lines, _FUNC_LINE))
-    if not isinstance(values, list) or len(values) != len(entries):
-        raise BadInput(f"{rel_path}: expected a list of `- func:` entries at column 0; fix the file's layout")
-    return NativeYaml(rel_path, text, lines, entries, values)
+    root, values = _compose(rel_path, text)
+    if not isinstance(root, yaml.SequenceNode):
+        raise BadInput(f"{rel_path}:1: expected a list of entries (`- func: ...`), as torchgen does; fix the file's layout")
+    entries = tuple(_entry(rel_path, text, node, value) for node, value in zip(root.value, values, strict=True))
+    _refuse_duplicate_names(rel_path, entries)
+    return NativeYaml(rel_path, text, split_lines(text), entries, values)
+
+
+def _entry(rel_path: str, text: str, node: yaml.Node, value: object) -> Entry:
+    where = f"{rel_path}:{node.start_mark.line + 1}"
+    if not isinstance(value, dict):
+        raise BadInput(f"{where}: an item that is not a mapping (torchgen expects `func:` and its keys); fix the file")
+    func = value.get("func")
+    match = _FUNC_NAME.match(func) if isinstance(func, str) else None
+    if match is None:
+        raise BadInput(f"{where}: an entry without a `func: name.overload(...)` (torchgen requires one); fix the file")
+    end = content_end(node, text)
+    return Entry(match.group("name"), node.start_mark.line, text.count("\n", 0, end) + 1, node.start_mark.index, end, node.start_mark.column)
+
+
+def _refuse_duplicate_names(rel_path: str, entries: tuple[Entry, ...]) -> None:
+    first: dict[str, Entry] = {}
+    for entry in entries:
+        if entry.name in first:
+            raise BadInput(
+                f"{rel_path}:{entry.first_line + 1}: a second entry {entry.name} (the first is at line "
+                f"{first[entry.name].first_line + 1}); torchgen would keep only one: remove or rename one and run again"
+            )
+        first[entry.name] = entry
+
+
+def content_end(node, text: str) -> int:
+    """Just after the node's last character: a block collection's last child, a scalar without trailing blanks.
+
+    Works on PyYAML's and ruamel's nodes alike (both mark character offsets)."""
+    if isinstance(node, (yaml.MappingNode, ruamel_nodes.MappingNode)) and not node.flow_style and node.value:
+        key, value = node.value[-1]
+        return max(content_end(key, text), content_end(value, text))
+    if isinstance(node, (yaml.SequenceNode, ruamel_nodes.SequenceNode)) and not node.flow_style and node.value:
+        return content_end(node.value[-1], text)
+    start, end = node.start_mark.index, node.end_mark.index
+    return start + len(text[start:end].rstrip())  # a block scalar ends after its line breaks
+
+
+class _Loader(_C_LOADER):
+    """torchgen's loader: the C parser, and a key twice in one mapping is an error (torchgen's YamlLoader)."""
+
+    def construct_mapping(self, node, deep=False):
+        seen: dict[object, int] = {}
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            if key in seen:
+                raise _DuplicateKey(key, seen[key], key_node.start_mark.line)
+            seen[key] = key_node.start_mark.line
+        return super().construct_mapping(node, deep=deep)
+
+
+class _DuplicateKey(Exception):
+    def __init__(self, key: object, first_line: int, line: int) -> None:
+        super().__init__(key)
+        self.key, self.first_line, self.line = key, first_line, line
+
+
+def _compose(rel_path: str, text: str) -> tuple[yaml.Node | None, object]:
+    """The document's node tree and its value; a syntax error or a duplicate key names file:line."""
+    loader = _Loader(text)
+    try:
+        node = loader.get_single_node()
+        return node, loader.construct_document(node) if node is not None else None
+    except yaml.YAMLError as error:
+        raise _syntax_error(rel_path, error)
+    except _DuplicateKey as error:
+        raise BadInput(
+            f"{rel_path}:{error.line + 1}: the key {error.key!r} a second time in one mapping (first at line "
+            f"{error.first_line + 1}); torchgen refuses a duplicate key: remove one and run again"
+        )
+    finally:
+        loader.dispose()
+
+
+def _syntax_error(rel_path: str, error: yaml.YAMLError) -> BadInput:
+    mark = getattr(error, "problem_mark", None)
+    where = f"{rel_path}:{mark.line + 1}" if mark else rel_path
+    return BadInput(f"{where}: malformed YAML: {getattr(error, 'problem', error)}; fix the file and run again")
 
 
 def split_lines(text: str) -> tuple[str, ...]:
@@ -140,17 +242,16 @@ def split_lines(text: str) -> tuple[str, ...]:
 
 
 def parse(rel_path: str, text: str) -> object:
-    """Parse with the C loader torchgen uses; a syntax error names file:line."""
-    try:
-        return yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
-    except yaml.YAMLError as error:
-        mark = getattr(error, "problem_mark", None)
-        where = f"{rel_path}:{mark.line + 1}" if mark else rel_path
-        raise BadInput(f"{where}: malformed YAML: {getattr(error, 'problem', error)}; fix the file and run again")
+    """Parse as torchgen does; a syntax error or a duplicate key names file:line."""
+    return _compose(rel_path, text)[1]
 
 
 def split_entries(rel_path: str, lines: tuple[str, ...], head: re.Pattern[str]) -> list[Entry]:
+    """Top-level `- ` items split lexically, each named by HEAD (derivatives.yaml)."""
     starts = [i for i, line in enumerate(lines) if line.startswith("- ")]
+    offsets = [0]
+    for line in lines:
+        offsets.append(offsets[-1] + len(line))
     entries = []
     for index, first in enumerate(starts):
         end = starts[index + 1] if index + 1 < len(starts) else len(lines)
@@ -159,7 +260,7 @@ def split_entries(rel_path: str, lines: tuple[str, ...], head: re.Pattern[str]) 
         match = head.match(lines[first])
         if match is None:
             raise BadInput(f"{rel_path}:{first + 1}: an item that does not start with the expected key; fix the file")
-        entries.append(Entry(match.group("name"), first, end))
+        entries.append(Entry(match.group("name"), first, end, offsets[first] + 2, offsets[end] - lines[end - 1].endswith("\n"), 2))
     return entries
 
 
@@ -169,34 +270,20 @@ def _is_gap_line(line: str) -> bool:
 
 
 def parse_entry(doc: NativeYaml, entry: Entry) -> ParsedEntry:
-    """Round-trip parse one entry; map each key to its line span in the file."""
+    """Compose one entry with ruamel.yaml; map each key to its character span in the file."""
+    source = doc.entry_source(entry)
     try:
-        items = YAML(typ="rt").load(doc.entry_text(entry))
+        node = YAML(typ="rt").compose(source)
     except RuamelError as error:
         raise BadInput(f"{doc.rel_path}:{entry.first_line + 1}: cannot parse {entry.name}: {error}")
-    mapping = items[0]
-    key_lines = [(key, mapping.lc.key(key)) for key in mapping]
-    spans = {}
-    for key, (line, column) in key_lines:
-        first = entry.first_line + line
-        end = first + 1
-        while end < entry.end_line and _continues_block(doc.lines[end], column):
-            end += 1
-        spans[key] = KeySpan(key, first, end)
-    return ParsedEntry(entry, spans, {k: _plain(v) for k, v in mapping.items()})
-
-
-def _continues_block(line: str, key_column: int) -> bool:
-    stripped = line.lstrip(" ")
-    return bool(stripped.strip()) and len(line) - len(stripped) > key_column
-
-
-def _plain(value: object) -> object:
-    if isinstance(value, dict):
-        return {str(k): _plain(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_plain(v) for v in value]
-    return value
+    shift = entry.start - entry.column  # a character of SOURCE at i is the file's i + shift
+    spans = {
+        str(key.value): KeySpan(
+            str(key.value), key.start_mark.index + shift, content_end(value, source) + shift, entry.first_line + key.start_mark.line
+        )
+        for key, value in node.value
+    }
+    return ParsedEntry(entry, spans, dict(doc.values[doc.entries.index(entry)]), bool(node.flow_style))
 
 
 class NotBypassable(BadInput):

@@ -65,11 +65,15 @@ def locate(root: str | os.PathLike[str]) -> Tree:
     if not resolved.is_dir():
         raise BadInput(f"{root}: no such directory; pass --tree the root of a PyTorch checkout")
     for relative, what in _REQUIRED.items():
-        if not (resolved / relative).exists():
+        path = resolved / relative
+        if not path.exists():
             raise BadInput(
-                f"{resolved / relative}: missing ({what}); "
+                f"{path}: missing ({what}); "
                 "--tree must point at the root of a PyTorch checkout"
             )
+        if path.is_dir() != (relative == TEMPLATES):
+            kind = "a directory" if path.is_dir() else "not a directory"
+            raise BadInput(f"{path}: {kind}, but it must be {what}; put the real one there and run again")
     return Tree(
         root=resolved,
         has_own_torchgen=(resolved / "torchgen" / "gen.py").is_file(),

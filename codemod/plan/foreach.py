@@ -39,6 +39,7 @@ EXEMPT_SET = "_foreach_ops_without_differentiability_info"
 # entry: the same answer as on the whole files, in a fraction of the time.
 _ANALYSIS = r"""
 import importlib, json, os, re, sys
+import yaml
 pkg, native, tags, before, after, scratch, scope = sys.argv[1:8]
 from torchgen.api import autograd as api
 from torchgen.gen import parse_native_yaml
@@ -55,6 +56,16 @@ def items(path, key):
     head = re.compile("- " + key + r":\s*([\w.]+)")
     return [(reference_name(m.group(1)) if (m := head.match(c)) else None, c) for c in chunks]
 
+def write_native(names):
+    # The entries with these reference names, parsed (so any layout torchgen accepts is read).
+    with open(native) as f:
+        entries = yaml.load(f, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+    path = os.path.join(scratch, "native_functions.yaml")
+    with open(path, "w") as f:
+        kept = [e for e in entries if reference_name(e["func"].split("(")[0].strip()) in names]
+        yaml.dump(kept, f, Dumper=getattr(yaml, "CSafeDumper", yaml.SafeDumper))
+    return path
+
 def write(name, items, names):
     path = os.path.join(scratch, name)
     with open(path, "w") as f:
@@ -68,7 +79,7 @@ if scope == "reduced":
     if not names:
         print("[]")
         sys.exit()
-    native = write("native_functions.yaml", items(native, "func"), names)
+    native = write_native(names)
     before = write("before.yaml", formulas_before, names)
     after = write("after.yaml", formulas_after, names)
 

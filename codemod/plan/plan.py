@@ -96,15 +96,9 @@ def make_plan(tree: Tree, op: str, guarded: bool = False) -> Plan:
 
 def _groups_after(doc: native_yaml.NativeYaml, groups: tuple[OpGroup, ...], edits: tuple[Edit, ...]) -> str:
     """The groups' entries as the bypass leaves them, for the second capture run."""
-    texts = []
-    for group in groups:
-        for member in group.members:
-            start = len("".join(doc.lines[: member.entry.first_line]).encode())
-            entry = doc.entry_text(member.entry).encode()
-            # <=: a guarded bypass appends its key at the entry's very end
-            own = [Edit(e.path, e.start - start, e.end - start, e.text, e.why) for e in edits if start <= e.start <= start + len(entry)]
-            texts.append(apply_edits(entry, own).decode())
-    return "\n".join(texts)
+    after = native_yaml.load(doc.rel_path, apply_edits(doc.text.encode(), list(edits)).decode())
+    by_name = after.by_name()
+    return "\n".join(after.entry_text(by_name[member.name]) for group in groups for member in group.members)
 
 
 def _guarded_plan(tree: Tree, op: str, overloads: tuple[str, ...], edits: list[Edit], captured: Capture) -> Plan:

@@ -1,0 +1,186 @@
+"""Every bad input of issue 13 (item 5): exit 2, one clear line, nothing written.
+
+Real processes, real files and a real full disk (a small tmpfs mounted for the test): nothing is mocked.
+"""
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from codemod.apply import transaction
+from codemod.apply.lock import LOCK_FILE
+from codemod.model.tree import DERIVATIVES, NATIVE_FUNCTIONS
+from tests.conftest import REPO, TARGET_TREE, run_codemod, snapshot
+
+FAST = ("--no-build", "--no-verify")  # the refusals under test come before the compile and the codegen
+
+
+def refused(result: subprocess.CompletedProcess[str], *words: str) -> str:
+    """The one `codemod:` line of a refusal (exit 2), which must hold WORDS."""
+    assert result.returncode == 2, result.stderr
+    errors = [line for line in result.stderr.splitlines() if "codemod: " in line]
+    assert len(errors) == 1 and errors[0] == result.stderr.rstrip("\n").splitlines()[-1], result.stderr
+    assert "Traceback" not in result.stderr
+    for word in words:
+        assert word in errors[0], errors[0]
+    return errors[0]
+
+
+def state(root: Path) -> tuple[dict[str, bytes], set[str]]:
+    """Every file's bytes and every directory, hidden ones included."""
+    return snapshot(root), {p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_dir()}
+
+
+def interrupt_bypass(tree: Path) -> None:
+    """A real `bypass mul` killed right after its commit point (the transaction log renamed into place)."""
+    env = {**os.environ, transaction.CRASH_ENV: "3"}  # .codemod made, log written, log renamed
+    killed = subprocess.run([sys.executable, "-m", "codemod", "bypass", "mul", "--tree", str(tree), *FAST],
+                            capture_output=True, text=True, cwd=REPO, env=env, check=False)
+    assert killed.returncode == transaction.CRASH_EXIT, killed.stderr
+    assert (tree / transaction.LOG).is_file()
+
+
+TREE_COMMANDS = (
+    ("bypass", "mul"), ("revert", "mul"), ("status",), ("ops",), ("explain", "mul"), ("build", "mul"),
+    ("bench", "mul", "--no-callgrind"),
+)
+
+
+def test_a_file_named_codemod_is_refused_by_every_command(tree: Path) -> None:
+    (tree / ".codemod").write_text("not ours\n")
+    before = state(tree)
+    for command in (*TREE_COMMANDS, ("recover",)):
+        refused(run_codemod(*command, "--tree", str(tree)), f"{tree}/.codemod: not a directory", "move the file away")
+    assert state(tree) == before
+
+
+def test_every_command_but_recover_refuses_while_a_transaction_is_unfinished(tree: Path) -> None:
+    interrupt_bypass(tree)
+    before = state(tree)
+    for command in TREE_COMMANDS:
+        refused(run_codemod(*command, "--tree", str(tree)), "`codemod bypass mul` was interrupted half-way",
+                f"run `codemod recover --tree {tree}`")
+    assert state(tree) == before
+    assert run_codemod("recover", "--tree", str(tree)).returncode == 0
+    assert "mul (mul.Tensor, mul_.Tensor, mul.out): 9 files, matches the journal" in run_codemod("status", "--tree", str(tree)).stderr
+
+
+@pytest.mark.parametrize("target", ["missing-directory/mul.patch", "/proc/version"])
+def test_a_patch_that_cannot_be_written_stops_the_bypass_before_anything_is_written(tree: Path, tmp_path: Path, target: str) -> None:
+    patch = target if target.startswith("/") else str(tmp_path / target)
+    before = state(tree)
+    line = refused(run_codemod("bypass", "mul", "--tree", str(tree), "--patch", patch, *FAST),
+                   f"{patch}: cannot write the patch", "nothing was written", "pass --patch a writable file")
+    if not target.startswith("/"):
+        assert f"no directory {tmp_path / 'missing-directory'}" in line
+    assert state(tree) == before
+    assert not (tmp_path / "missing-directory").exists()
+
+
+@pytest.mark.parametrize("rel_path", [NATIVE_FUNCTIONS, DERIVATIVES])
+def test_a_yaml_path_that_is_a_directory_is_refused(tree: Path, rel_path: str) -> None:
+    (tree / rel_path).unlink()
+    (tree / rel_path).mkdir()
+    before = state(tree)
+    for command in (("bypass", "mul", *FAST), ("ops",), ("explain", "mul"), ("status",)):
+        refused(run_codemod(*command, "--tree", str(tree)), f"{tree / rel_path}: a directory, but it must be")
+    assert state(tree) == before
+
+
+def test_a_second_entry_of_one_name_is_refused_before_planning_with_both_lines(tree: Path) -> None:
+    yaml_path = tree / NATIVE_FUNCTIONS
+    text = yaml_path.read_text()
+    first = text[: text.index("- func: mul.Tensor(")].count("\n") + 1
+    yaml_path.write_text(text + "\n- func: mul.Tensor(Tensor self, Tensor other) -> Tensor\n  variants: function\n")
+    second = text.count("\n") + 2
+    before = state(tree)
+    for command in (("bypass", "mul", *FAST), ("ops",), ("explain", "mul")):
+        refused(run_codemod(*command, "--tree", str(tree)),
+                f"{NATIVE_FUNCTIONS}:{second}: a second entry mul.Tensor (the first is at line {first})", "remove or rename one")
+    assert state(tree) == before
+
+
+def test_a_key_twice_in_one_entry_is_refused_with_its_line(tree: Path) -> None:
+    yaml_path = tree / NATIVE_FUNCTIONS
+    text = yaml_path.read_text()
+    at = text.index("  structured_delegate: mul.out\n")
+    yaml_path.write_text(text[:at] + "  variants: method\n" + text[at:])  # mul.Tensor's own `variants` follows
+    inserted = text[:at].count("\n") + 1
+    before = state(tree)
+    refused(run_codemod("bypass", "mul", "--tree", str(tree), *FAST),
+            f"{NATIVE_FUNCTIONS}:{inserted + 2}: the key 'variants' a second time in one mapping (first at line {inserted})",
+            "torchgen refuses a duplicate key")
+    assert state(tree) == before
+
+
+def interactive(tree: Path, answers: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "codemod", "-q", "bypass", "mul", "--tree", str(tree), "-i", *FAST],
+        input=answers, capture_output=True, text=True, cwd=REPO, timeout=300,
+    )
+
+
+def test_review_quits_when_a_needed_hunk_is_refused_twice(tree: Path) -> None:
+    before = state(tree)
+    run = interactive(tree, "n\n" * 10_000)  # what `yes n` gives: it used to re-ask forever
+    refused(run, "hunk 1/3 of `bypass mul` refused again, but it cannot be left out", "quit, nothing written")
+    assert run.stderr.count("? [y,n,a,q]") == 2  # asked, refused with the reason, asked once more: quit
+    assert state(tree) == before
+
+
+def test_review_quits_at_the_end_of_its_input(tree: Path) -> None:
+    before = state(tree)
+    refused(interactive(tree, "y\n"), "no answer for hunk 2/3 (end of input)", "quit, nothing written")
+    assert state(tree) == before
+
+
+@contextlib.contextmanager
+def small_disk(where: Path, size: str):
+    """A tmpfs of SIZE mounted at WHERE: a real file system that runs out of space."""
+    where.mkdir()
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(where)], capture_output=True, text=True)
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here (needs root): {mounted.stderr.strip()}")
+    try:
+        yield where
+    finally:
+        subprocess.run(["umount", str(where)], check=True)
+
+
+def fill(directory: Path) -> Path:
+    """Write a file until the file system refuses with ENOSPC; return it (deleting it frees the space)."""
+    filler = directory / "filler"
+    with open(filler, "wb", buffering=0) as handle:
+        for chunk in (1 << 16, 1):
+            try:
+                while True:
+                    handle.write(b"\0" * chunk)
+            except OSError as error:
+                assert error.errno == errno.ENOSPC
+    return filler
+
+
+def test_a_full_disk_during_recover_names_the_file_and_leaves_no_half_written_file(tmp_path: Path) -> None:
+    with small_disk(tmp_path / "disk", "3m") as disk:
+        tree = disk / "tree"
+        shutil.copytree(TARGET_TREE, tree)
+        interrupt_bypass(tree)
+        filler = fill(disk)
+        full = run_codemod("recover", "--tree", str(tree))
+        refused(full, f"{tree}/", "No space left on device during `codemod bypass mul`",
+                f"free space, permissions) and run `codemod recover --tree {tree}`")
+        assert not [p for p in tree.rglob("*.codemod-tmp")], "a half-written temporary file was left"
+        filler.unlink()
+        assert run_codemod("recover", "--tree", str(tree)).returncode == 0
+        assert not (tree / LOCK_FILE).exists()
+        assert "9 files, matches the journal" in run_codemod("status", "--tree", str(tree)).stderr
+        reverted = run_codemod("revert", "mul", "--tree", str(tree))
+        assert reverted.returncode == 0, reverted.stderr
+        assert snapshot(tree) == snapshot(TARGET_TREE)

@@ -1,0 +1,213 @@
+"""What torchgen accepts, we accept (issue 13, item 4).
+
+mul's three entries in a copy of target_tree/ are rewritten in generated layouts (indentation, key order,
+quoting, block or flow style, comments and blank lines anywhere), some of them broken on purpose. The judge
+is the installed torchgen's own loader (`parse_native_yaml`): a layout it accepts must be bypassed, the
+result must load in torchgen with only mul's entries changed, and revert must give back every byte; a
+layout it refuses must exit 2 with torchgen's reason, writing nothing.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import shutil
+import tempfile
+from pathlib import Path
+
+import pytest
+import yaml
+from hypothesis import HealthCheck, event, example, given, settings
+from hypothesis import strategies as st
+from torchgen.gen import parse_native_yaml
+
+from codemod.model import native_yaml
+from codemod.model.tree import NATIVE_FUNCTIONS, TAGS
+from tests.conftest import TARGET_TREE, run_codemod, snapshot
+
+MEMBERS = ("mul.Tensor", "mul_.Tensor", "mul.out")
+STRUCTURED = {"structured", "structured_inherits", "structured_delegate", "dispatch"}
+PRISTINE = (TARGET_TREE / NATIVE_FUNCTIONS).read_text()
+PRISTINE_DOC = native_yaml.load(NATIVE_FUNCTIONS, PRISTINE)
+BREAKAGES = ("duplicate key", "tab indent", "dispatch line dedented", "unclosed flow mapping")
+
+
+@dataclasses.dataclass(frozen=True)
+class Layout:
+    indent: int = 2  # the column of an entry's keys
+    dash_alone: bool = False  # `-` on its own line, the keys below it
+    key_order: tuple[int, ...] = ()  # a permutation of the entry's keys (empty: as written)
+    func_quote: str = ""  # "", "'" or '"'
+    dispatch_style: str = "block"  # block, flow, flow-multiline
+    dispatch_comment: bool = False  # a comment line inside the dispatch block
+    dispatch_blank: bool = False  # a blank line inside the dispatch block
+    trailing_comments: bool = False  # `# ...` after every scalar value
+    comment_between_keys: bool = False
+    blank_between_keys: bool = False
+    tags_style: str = "as written"  # as written, block, flow
+    flow_entry: bool = False  # the whole entry as `{func: ..., ...}` over several lines
+    breakage: str = ""  # one of BREAKAGES: a layout torchgen must refuse
+
+
+def _scalar(value: object, quote: str, flow: bool) -> str:
+    if value is True:
+        return "True"
+    text = str(value)
+    if quote == '"' or (flow and any(c in text for c in ",[]{}#:")):
+        return json.dumps(text)
+    return f"'{text}'" if quote == "'" else text
+
+
+def _value_lines(key: str, value: object, layout: Layout, indent: str) -> list[str]:
+    """The lines of `key: value` in block style, the first without its indentation."""
+    comment = "  # a trailing comment" if layout.trailing_comments else ""
+    if key == "func":
+        return [f"func: {_scalar(value, layout.func_quote, False)}{comment}"]
+    if key == "dispatch":
+        items = [(_scalar(k, "", layout.dispatch_style != "block"), _scalar(v, "", layout.dispatch_style != "block")) for k, v in value.items()]
+        if layout.dispatch_style == "flow":
+            return ["dispatch: {" + ", ".join(f"{k}: {v}" for k, v in items) + "}" + comment]
+        if layout.dispatch_style == "flow-multiline":
+            return ["dispatch: {", *(f"{indent}    {k}: {v}," for k, v in items), f"{indent}  }}{comment}"]
+        inner = [f"{indent}  {k}: {v}{comment}" for k, v in items]
+        if layout.dispatch_comment:
+            inner.insert(len(inner) // 2, f"{indent}  # a comment inside dispatch")
+        if layout.dispatch_blank:
+            inner.insert(1, "")
+        if layout.breakage == "dispatch line dedented":
+            inner[-1] = inner[-1][1:]
+        return ["dispatch:", *inner]
+    if key == "tags" and isinstance(value, list) and layout.tags_style == "block":
+        return ["tags:", *(f"{indent}- {tag}" for tag in value)]
+    if key == "tags" and layout.tags_style == "flow":
+        tags = value if isinstance(value, list) else [value]
+        return [f"tags: [{', '.join(tags)}]{comment}"]
+    if isinstance(value, list):
+        return [f"{key}: [{', '.join(value)}]{comment}"]
+    return [f"{key}: {_scalar(value, '', False)}{comment}"]
+
+
+def _flow_item(key: str, value: object, layout: Layout) -> str:
+    if isinstance(value, dict):
+        return f"{key}: {{" + ", ".join(f"{_scalar(k, '', True)}: {_scalar(v, '', True)}" for k, v in value.items()) + "}"
+    if isinstance(value, list):
+        return f"{key}: [{', '.join(value)}]"
+    return f"{key}: {_scalar(value, layout.func_quote if key == 'func' else '', True)}"
+
+
+def render_entry(values: dict, layout: Layout) -> str:
+    keys = list(values)
+    if layout.key_order:
+        keys = [keys[i] for i in layout.key_order if i < len(keys)]
+    if layout.breakage == "duplicate key":
+        keys.append("dispatch" if "dispatch" in keys else "structured_delegate")
+    if layout.flow_entry:
+        body = ",\n   ".join(_flow_item(key, values[key], layout) for key in keys)
+        return "- {" + body + ("\n" if layout.breakage == "unclosed flow mapping" else "}\n")
+    indent = " " * layout.indent
+    lines: list[str] = []
+    for number, key in enumerate(keys):
+        if number and layout.comment_between_keys:
+            lines.append(f"{indent}# a comment between keys")
+        if number and layout.blank_between_keys:
+            lines.append("")
+        block = _value_lines(key, values[key], layout, indent)
+        lines += [indent + block[0], *block[1:]]
+    if layout.dash_alone:
+        lines.insert(0, "-")
+    else:
+        lines[0] = "-" + lines[0][1:]
+    if layout.breakage == "tab indent":
+        lines[1] = "\t" + lines[1].lstrip(" ")
+    if layout.breakage == "unclosed flow mapping":
+        lines.append(f"{indent}variants: {{function")
+    return "\n".join(lines) + "\n"
+
+
+def variant_text(layout: Layout) -> str:
+    """target_tree's yaml with mul's entries in LAYOUT; every other byte as it is."""
+    by_name = PRISTINE_DOC.by_name()
+    pieces, cursor = [], 0
+    for name in MEMBERS:
+        entry = by_name[name]
+        start = sum(len(line) for line in PRISTINE_DOC.lines[: entry.first_line])
+        end = sum(len(line) for line in PRISTINE_DOC.lines[: entry.end_line])
+        values = PRISTINE_DOC.values[PRISTINE_DOC.entries.index(entry)]
+        pieces += [PRISTINE[cursor:start], render_entry(values, layout)]
+        cursor = end
+    return "".join(pieces) + PRISTINE[cursor:]
+
+
+def torchgen_verdict(tree: Path) -> Exception | None:
+    """None when the installed torchgen's own loader accepts the tree's yaml, else what it raised."""
+    try:
+        parse_native_yaml(str(tree / NATIVE_FUNCTIONS), str(tree / TAGS))
+    except Exception as error:  # noqa: BLE001: torchgen raises YAMLError or AssertionError, both are verdicts
+        return error
+    return None
+
+
+layouts = st.builds(
+    Layout,
+    indent=st.sampled_from([2, 3, 4, 6]),
+    dash_alone=st.booleans(),
+    key_order=st.permutations(range(6)).map(tuple) | st.just(()),
+    func_quote=st.sampled_from(["", "'", '"']),
+    dispatch_style=st.sampled_from(["block", "flow", "flow-multiline"]),
+    dispatch_comment=st.booleans(),
+    dispatch_blank=st.booleans(),
+    trailing_comments=st.booleans(),
+    comment_between_keys=st.booleans(),
+    blank_between_keys=st.booleans(),
+    tags_style=st.sampled_from(["as written", "block", "flow"]),
+    flow_entry=st.booleans(),
+    breakage=st.sampled_from(["", "", "", "", *BREAKAGES]),
+)
+
+
+@settings(max_examples=16, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(layout=layouts)
+# The layouts issue 13 found refused, each on its own:
+@example(Layout(dispatch_comment=True))
+@example(Layout(dispatch_blank=True))
+@example(Layout(dispatch_style="flow-multiline"))
+@example(Layout(func_quote="'"))
+@example(Layout(func_quote='"'))
+@example(Layout(key_order=(2, 0, 1, 3, 4, 5)))
+@example(Layout(indent=4))
+@example(Layout(flow_entry=True))
+@example(Layout(breakage="duplicate key"))
+def test_a_layout_torchgen_accepts_is_bypassed_and_reverted_one_it_refuses_exits_2(layout: Layout) -> None:
+    with tempfile.TemporaryDirectory(prefix="codemod-layout-") as scratch:
+        tree = Path(scratch) / "tree"
+        shutil.copytree(TARGET_TREE, tree)
+        (tree / NATIVE_FUNCTIONS).write_text(variant_text(layout))
+        before = snapshot(tree)
+        refusal = torchgen_verdict(tree)
+        event("refused by torchgen" if refusal else "accepted by torchgen")
+        bypass = run_codemod("bypass", "mul", "--tree", str(tree), "--no-verify")
+        if refusal is not None:
+            assert layout.breakage, f"torchgen refused a layout meant to be valid: {refusal}"
+            assert bypass.returncode == 2, bypass.stderr
+            message = bypass.stderr.strip()
+            assert message.count("\n") == 0 and message.startswith(f"codemod: {NATIVE_FUNCTIONS}:")
+            if isinstance(refusal, yaml.MarkedYAMLError):
+                assert f"{NATIVE_FUNCTIONS}:{refusal.problem_mark.line + 1}: malformed YAML: {refusal.problem}" in message
+            else:
+                assert "duplicate key" in str(refusal) and "duplicate key" in message
+            assert snapshot(tree) == before
+            return
+        assert bypass.returncode == 0, bypass.stderr
+        assert torchgen_verdict(tree) is None, "the bypassed yaml no longer loads in torchgen"
+        bypassed = _values((tree / NATIVE_FUNCTIONS).read_bytes())
+        for name, value in _values(before[NATIVE_FUNCTIONS]).items():
+            if name in MEMBERS:
+                value = {**{k: v for k, v in value.items() if k not in STRUCTURED}, "manual_cpp_binding": True}
+            assert bypassed[name] == value, name
+        revert = run_codemod("revert", "mul", "--tree", str(tree))
+        assert revert.returncode == 0, revert.stderr
+        assert snapshot(tree) == before
+
+
+def _values(text: bytes) -> dict[str, dict]:
+    """Every entry's value by name, as torchgen's loader reads it."""
+    return {e["func"].split("(")[0].strip(): e for e in yaml.load(text, Loader=yaml.CSafeLoader)}
