@@ -19,7 +19,7 @@ from codemod.capture import fromtorch
 from codemod.measure import guarded_bench
 from codemod.apply import journal
 from codemod.apply import lock
-from codemod.apply import patch, scratch
+from codemod.apply import patch, scratch, unjournaled
 from codemod.model import op_name, progress
 from codemod.cli import report
 from codemod.cli import review
@@ -248,8 +248,10 @@ def _check_fixed_point(tree: Tree, plan: Plan) -> None:
 @TREE_OPTION
 @click.option("--all", "revert_all", is_flag=True, help="Revert every bypassed op (last bypassed first).")
 @click.option("--force", is_flag=True, help="Drop the edits made by hand since the last bypass where they overlap the op's own lines.")
+@click.option("--patch", "patch_file", type=click.Path(dir_okay=False, exists=True, path_type=Path),
+              help="OP was patched with this `bypass --dry-run` patch through `git apply` (no journal): check it is OP's and undo it.")
 @JSON_OPTION
-def revert(op_names: tuple[str, ...], tree_root: Path, revert_all: bool, force: bool, as_json: bool) -> None:
+def revert(op_names: tuple[str, ...], tree_root: Path, revert_all: bool, force: bool, patch_file: Path | None, as_json: bool) -> None:
     """Restore what `bypass OP` changed, for each OP in one transaction, in any order: the ops bypassed since and the
     edits made by hand are kept; an edit overlapping the op's own lines is refused (exit 1)."""
 
@@ -260,10 +262,18 @@ def revert(op_names: tuple[str, ...], tree_root: Path, revert_all: bool, force: 
             raise BadInput("--json reports one op: revert the ops one at a time with --json")
         tree = locate(tree_root)
         with lock.held(tree):
-            ops = [j.op for j in reversed(journal.bypassed(tree))] if revert_all else list(dict.fromkeys(op_names))
+            journaled = [j.op for j in reversed(journal.bypassed(tree))]
+            ops = journaled if revert_all else list(dict.fromkeys(op_names))
+            if patch_file is not None:
+                if len(ops) != 1 or ops[0] in journaled:
+                    raise BadInput("--patch undoes one op patched without a journal; revert journaled ops without it")
+                restored = unjournaled.revert_with_patch(tree, ops[0], patch_file)
+                _say(f"reverted {ops[0]} (patched without a journal; {patch_file} checked by planning again): {len(restored)} files")
+                return
             if not ops:
                 _say(f"no op is bypassed in {tree.root}; nothing to revert")
                 return
+            _refuse_unjournaled(tree, [op for op in ops if op not in journaled])
             reverted = journal.revert(tree, ops, force)
         for each in reverted:
             _say(f"reverted {each.op} ({each.mode}): {len(each.files)} files")
@@ -275,6 +285,14 @@ def revert(op_names: tuple[str, ...], tree_root: Path, revert_all: bool, force: 
             click.echo(report.dumps(report.revert(reverted[0].op, list(reverted[0].files))))
 
     _run(action, "revert" if as_json else None)
+
+
+def _refuse_unjournaled(tree: Tree, ops: list[str]) -> None:
+    """An op with markers but no journal was patched outside codemod: say exactly how to undo it."""
+    marked = unjournaled.markers(tree) if ops else {}
+    for op in ops:
+        if op in marked:
+            raise BadInput(unjournaled.how_to_undo(tree, op, marked[op]))
 
 
 @main.command()
@@ -301,8 +319,11 @@ def status(tree_root: Path, as_json: bool) -> None:
         tree = locate(tree_root)
         everything = journal.bypassed(tree)
         journals = [(entry, journal.changed_since(tree, entry, everything)) for entry in everything]
-        if not journals:
+        unrecorded = {op: where for op, where in unjournaled.markers(tree).items() if op not in {j.op for j in everything}}
+        if not journals and not unrecorded:
             _say(f"no op is bypassed in {tree.root}")
+        for op, where in unrecorded.items():
+            _say(unjournaled.how_to_undo(tree, op, where))
         for entry, changed in journals:
             state = f"changed since: {', '.join(changed)}" if changed else "matches the journal"
             _say(f"{entry.op} ({', '.join(entry.overloads)}): {len(entry.files)} files, {state}")
