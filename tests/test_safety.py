@@ -44,7 +44,7 @@ tree = locate(sys.argv[1])
 with open(sys.argv[2], "rb") as handle:
     plan = pickle.load(handle)
 with lock.held(tree):
-    journal.apply(tree, plan)
+    journal.apply(tree, [plan])
 """
 
 
@@ -94,7 +94,7 @@ def test_a_crash_at_every_write_of_bypass_and_revert_recovers_to_one_whole_state
             assert now in (pristine, bypassed), f"crash after write {writes}: the tree is neither untouched nor bypassed"
             reached.append("pristine" if now == pristine else "bypassed")
             if now == bypassed:
-                journal.revert(locate(tree), "mul")
+                journal.revert(locate(tree), ["mul"])
                 assert state(tree) == pristine, f"crash after write {writes}: revert did not restore every byte"
 
     bypass = outcomes(TARGET_TREE, lambda n, tree: crash_after(n, "-c", APPLY_CHILD, str(tree), str(mul_plan)))
@@ -188,7 +188,7 @@ def test_ops_bypassed_together_revert_one_at_a_time_in_any_order(tree: Path, tmp
     for order in itertools.permutations(["mul", "sub", "div"]):
         again = copy_of(all_three, tmp_path / "again")
         for op in order:
-            journal.revert(locate(again), op)
+            journal.revert(locate(again), [op])
         assert state(again) == pristine, f"revert order {order}"
 
 
@@ -272,8 +272,8 @@ def test_a_file_that_would_not_print_back_byte_identical_is_reported_not_edited(
 @pytest.mark.parametrize(
     ("content", "message"),
     [
-        ('{"format": "codemod-journal/2", "op": "mul"}', "journal format 'codemod-journal/2', this codemod reads 'codemod-journal/3'"),
-        ('{"format": "codemod-journal/3", "op": "mul", "files": [{"path": "x", "before": "!!"}]}', "corrupt journal"),
+        ('{"format": "codemod-journal/2", "op": "mul"}', "journal format 'codemod-journal/2', this codemod reads 'codemod-journal/4'"),
+        ('{"format": "codemod-journal/4", "op": "mul", "files": [{"path": "x", "before": "!!"}]}', "corrupt journal"),
         ("not json", "corrupt journal"),
     ],
 )

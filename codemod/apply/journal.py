@@ -1,30 +1,41 @@
-"""Apply a plan all at once and journal it inside the tree, so `revert` works later.
+"""Apply plans all at once and journal them inside the tree, so `revert` works later.
 
-The journal (`.codemod/<op>.json`) holds each touched file's original bytes and
-the bytes the bypass wrote. Apply and revert each run as one transaction
-(codemod/apply/transaction.py): all files or none, even if the process is killed.
-Revert restores the originals where a file still holds what the bypass wrote;
-in a file edited since, it undoes only the bypass's own hunks (three-way), so
-later work, including other ops' bypasses, is kept.
+Each bypassed op has a journal, `.codemod/<op>.json`: its mode, its place in the
+order ops were bypassed, and each touched file's bytes before and after the bypass.
+Bypass and revert each run as one transaction (codemod/apply/transaction.py), for
+one op or several: all files or none, even if the process is killed.
+
+Revert takes the op's step out of each file's history (codemod/apply/rebase.py):
+the ops bypassed after it, and the user's edits, are replayed on the file as it was
+before the op, and those ops' journals are rewritten to match. So any set of ops
+reverts in any order, byte for byte.
+
+A journal is data, never an instruction: its op name and every path in it are
+checked (inside the tree, not in `.codemod/`) and its content hash must match,
+or nothing is done (exit 2 naming the journal).
 """
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
-from codemod.apply import three_way
-
-from codemod.apply import transaction
-from codemod.model.errors import BadInput, VerificationFailed
-from codemod.plan.plan import Plan
+from codemod.apply import rebase, transaction
+from codemod.apply.lock import LOCK_FILE
 from codemod.apply.transaction import STATE_DIR, Transaction
-from codemod.model.tree import Tree
+from codemod.model import op_name
+from codemod.model.errors import BadInput, VerificationFailed
+from codemod.model.tree import Tree, inside
+from codemod.plan.plan import Plan
 
 JOURNAL_DIR = STATE_DIR
-FORMAT = "codemod-journal/3"  # 3: keeps what the bypass wrote, not only its hash
+FORMAT = "codemod-journal/4"  # 4: the mode, the bypass order and a content hash; revert rewrites later ops' journals
+MODES = ("plain", "guarded")
+USER_EDITS = "a later edit"  # the name of the user's edits in a file's history
+_BYPASS_OF = "the bypass of "  # and of another op's bypass
 
 
 @dataclass(frozen=True)
@@ -40,21 +51,30 @@ class Journal:
     overloads: tuple[str, ...]
     files: tuple[JournalFile, ...]
     created_dirs: tuple[str, ...] = ()  # made for created files, deepest first; revert removes them
+    mode: str = "plain"  # or "guarded"
+    sequence: int = 0  # the order ops were bypassed in: a file's history runs through its journals in this order
+
+    def file(self, path: str) -> JournalFile | None:
+        return next((f for f in self.files if f.path == path), None)
+
+    def _content(self) -> dict:
+        return {
+            "format": FORMAT,
+            "op": self.op,
+            "mode": self.mode,
+            "sequence": self.sequence,
+            "overloads": list(self.overloads),
+            "files": [{"path": f.path, "before": _encode(f.before), "after": _encode(f.after)} for f in self.files],
+            "created_dirs": list(self.created_dirs),
+        }
 
     def to_json(self) -> str:
-        return json.dumps(
-            {
-                "format": FORMAT,
-                "op": self.op,
-                "overloads": list(self.overloads),
-                "files": [{"path": f.path, "before": _encode(f.before), "after": _encode(f.after)} for f in self.files],
-                "created_dirs": list(self.created_dirs),
-            },
-            indent=1,
-        )
+        content = self._content()
+        return json.dumps({**content, "sha256": _digest(content)}, indent=1)
 
     @classmethod
     def from_json(cls, where: Path, data: str) -> Journal:
+        """The journal WHERE holds; its op, mode, paths and hash checked (the paths against WHERE's tree)."""
         try:
             raw = json.loads(data)
             if raw.get("format") != FORMAT:
@@ -62,10 +82,26 @@ class Journal:
                     f"{where}: journal format {raw.get('format')!r}, this codemod reads {FORMAT!r}; "
                     "revert with the codemod version that wrote it, or restore the files from version control"
                 )
+            recorded = raw.pop("sha256")
+            if recorded != _digest(raw):
+                raise BadInput(f"{where}: the journal does not match its sha256 (edited by hand?); restore the files from version control")
             files = tuple(JournalFile(f["path"], _decode(f["before"]), _decode(f["after"])) for f in raw["files"])
-            return cls(raw["op"], tuple(raw["overloads"]), files, tuple(raw["created_dirs"]))
+            journal = cls(raw["op"], tuple(raw["overloads"]), files, tuple(raw["created_dirs"]), raw["mode"], raw["sequence"])
         except (ValueError, KeyError, TypeError, AttributeError) as error:
             raise BadInput(f"{where}: corrupt journal ({type(error).__name__}: {error}); restore the files from version control")
+        journal._check(where)
+        return journal
+
+    def _check(self, where: Path) -> None:
+        if self.op != op_name.validated(str(self.op), f"{where}: op") or f"{self.op}.json" != where.name:
+            raise BadInput(f"{where}: records op {self.op!r}, not {where.stem!r}; restore the files from version control")
+        if self.mode not in MODES or not isinstance(self.sequence, int):
+            raise BadInput(f"{where}: mode {self.mode!r} / sequence {self.sequence!r} not understood; restore the files from version control")
+        root = where.parent.parent
+        for path in (*(f.path for f in self.files), *self.created_dirs):
+            resolved = inside(root, path, f"{where}: entry")
+            if resolved == root or resolved.is_relative_to(root / STATE_DIR) or resolved == root / LOCK_FILE:
+                raise BadInput(f"{where}: entry {path!r} is codemod's own state, not a file of the tree; nothing was written")
 
 
 @dataclass(frozen=True)
@@ -73,6 +109,17 @@ class RevertedFile:
     path: str
     outcome: str
     since: str  # the edits made after the bypass, as a diff; "" when there were none
+
+
+@dataclass(frozen=True)
+class Reverted:
+    op: str
+    mode: str
+    files: tuple[RevertedFile, ...]
+
+
+def _digest(content: dict) -> str:
+    return hashlib.sha256(json.dumps(content, sort_keys=True).encode()).hexdigest()
 
 
 def _encode(data: bytes | None) -> str | None:
@@ -84,103 +131,180 @@ def _decode(data: str | None) -> bytes | None:
 
 
 def _journal_rel(op: str) -> str:
-    return f"{JOURNAL_DIR}/{op}.json"
+    return f"{JOURNAL_DIR}/{op_name.validated(op)}.json"
 
 
 def load(tree: Tree, op: str) -> Journal | None:
     transaction.refuse_if_interrupted(tree.root)
-    path = tree.path(_journal_rel(op))
-    return Journal.from_json(path, path.read_text()) if path.exists() else None
+    path = inside(tree.root, _journal_rel(op), "the journal")
+    return Journal.from_json(path, path.read_text()) if path.is_file() else None
 
 
 def bypassed(tree: Tree) -> list[Journal]:
-    """Every journal in the tree, by op name."""
+    """Every journal in the tree, in the order the ops were bypassed."""
     transaction.refuse_if_interrupted(tree.root)
-    directory = tree.root / JOURNAL_DIR
+    directory = inside(tree.root, JOURNAL_DIR, "the journal directory")
     paths = sorted(directory.glob("*.json")) if directory.is_dir() else []
-    return [Journal.from_json(path, path.read_text()) for path in paths]
+    return sorted((Journal.from_json(path, path.read_text()) for path in paths), key=lambda j: j.sequence)
 
 
-def changed_since(tree: Tree, journal: Journal) -> list[str]:
-    """Files the bypass wrote that no longer hold what it wrote."""
-    return [f.path for f in journal.files if _current(tree, f.path) != f.after]
+def changed_since(tree: Tree, journal: Journal, others: list[Journal] | None = None) -> list[str]:
+    """Files the bypass wrote that no longer hold what the bypasses wrote last (this op's, or one bypassed after it)."""
+    others = bypassed(tree) if others is None else others
+    return [f.path for f in journal.files if _current(tree, f.path) != _last_written(f, journal, others)]
+
+
+def _last_written(entry: JournalFile, journal: Journal, journals: list[Journal]) -> bytes:
+    later = [j.file(entry.path) for j in journals if j.sequence > journal.sequence and j.file(entry.path)]
+    return later[-1].after if later else entry.after
 
 
 def _current(tree: Tree, rel_path: str) -> bytes | None:
-    path = tree.path(rel_path)
+    path = inside(tree.root, rel_path, "a journal entry")
     return path.read_bytes() if path.is_file() else None
 
 
-def apply(tree: Tree, plan: Plan) -> Journal:
-    changes = [c for c in plan.changes if c.before != c.after]
-    journal = Journal(
-        plan.op,
-        plan.overloads,
-        tuple(JournalFile(c.path, c.before, c.after) for c in changes),
-        _missing_dirs(tree, [c.path for c in changes if c.before is None]),
-    )
-    writes = ((_journal_rel(plan.op), journal.to_json().encode()), *((c.path, c.after) for c in changes))
-    _refuse_unwritable(tree, [path for path, _ in writes])
-    transaction.run(tree.root, Transaction(f"bypass {plan.op}", writes))
-    return journal
-
-
-def revert(tree: Tree, op: str, force: bool = False) -> tuple[RevertedFile, ...]:
-    """Restore what `bypass OP` changed; in a file edited since, undo only the bypass's hunks (or, with FORCE,
-    restore the recorded bytes). Writes nothing and raises VerificationFailed when a later edit overlaps a hunk."""
-    journal = load(tree, op)
-    if journal is None:
-        raise BadInput(f"op {op!r} is not bypassed in {tree.root} (no {_journal_rel(op)}); nothing to revert")
-    reverted, writes, conflicts = [], [], []
-    for entry in journal.files:
-        current = _current(tree, entry.path)
-        since = "" if current == entry.after else _since_diff(entry, current)
-        if current in (entry.after, entry.before) or force:
-            restored, outcome = entry.before, _plain_outcome(entry, current, force)
-        elif current is None or entry.before is None:
-            what = "deleted" if current is None else "created by the bypass and edited"
-            conflicts.append(f"{entry.path}: {what} since the bypass\n{since}")
-            continue
-        else:
-            undone = three_way.undo(entry.before, entry.after, current)
-            if undone.conflicts:
-                conflicts.append(_conflict_report(entry.path, since, undone.conflicts))
-                continue
-            restored, outcome = undone.data, "the bypass's hunks undone, later edits kept"
-        reverted.append(RevertedFile(entry.path, outcome, since))
-        writes.append((entry.path, restored))
-    if conflicts:
-        raise VerificationFailed(
-            f"revert {op}: files were edited since the bypass where it changed them; nothing was written.\n"
-            + "\n".join(conflicts)
-            + f"\nresolve these by hand, or run `codemod revert {op} --force` to restore the recorded bytes "
-            "(discarding the later edits of these files)"
+def apply(tree: Tree, plans: list[Plan]) -> list[Journal]:
+    """Apply PLANS in one transaction; each plan's `before` is the tree as the plans before it leave it."""
+    journals, writes, final, made = [], [], {}, set()
+    sequence = max((j.sequence for j in bypassed(tree)), default=0)
+    for plan in plans:
+        changes = [c for c in plan.changes if c.before != c.after]
+        created = [d for d in _missing_dirs(tree, [c.path for c in changes if c.before is None]) if d not in made]
+        made.update(created)
+        sequence += 1
+        journal = Journal(
+            plan.op, plan.overloads, tuple(JournalFile(c.path, c.before, c.after) for c in changes), tuple(created),
+            "guarded" if plan.guarded else "plain", sequence,
         )
+        journals.append(journal)
+        writes.append((_journal_rel(plan.op), journal.to_json().encode()))
+        final.update((c.path, c.after) for c in changes)
+    writes += final.items()
+    for path, _ in writes:
+        inside(tree.root, path, "a file of the plan")
     _refuse_unwritable(tree, [path for path, _ in writes])
-    transaction.run(tree.root, Transaction(f"revert {op}", (*writes, (_journal_rel(op), None)), journal.created_dirs))
-    return tuple(reverted)
+    transaction.run(tree.root, Transaction(f"bypass {' '.join(p.op for p in plans)}", tuple(writes)))
+    return journals
 
 
-def _plain_outcome(entry: JournalFile, current: bytes | None, force: bool) -> str:
-    if current == entry.before:
-        return "already held its original bytes"
-    if current != entry.after and force:
-        return "--force: recorded bytes restored, later edits discarded"
-    return "created by the bypass: deleted" if entry.before is None else "restored"
+def revert(tree: Tree, ops: list[str], force: bool = False) -> list[Reverted]:
+    """Take each of OPS out of the tree, in this order, in one transaction: every file it changed loses the
+    op's step of its history, and keeps what came after (ops bypassed later, the user's edits).
+
+    Writes nothing and raises VerificationFailed when a later edit overlaps the op's own lines; with FORCE,
+    the user's edits made since the last bypass of such a file are discarded instead."""
+    journals = {j.op: j for j in bypassed(tree)}
+    files: dict[str, bytes | None] = {}
+    changed_journals: set[str] = set()
+    remove_dirs: list[str] = []
+    reverted = []
+    for op in ops:
+        removed = journals.get(op_name.validated(op))
+        if removed is None:
+            raise BadInput(f"op {op!r} is not bypassed in {tree.root} (no {_journal_rel(op)}); nothing to revert")
+        later = [j for j in sorted(journals.values(), key=lambda j: j.sequence) if j.sequence > removed.sequence]
+        outcomes, conflicts = [], []
+        for entry in removed.files:
+            if entry.path not in files:
+                files[entry.path] = _current(tree, entry.path)
+            try:
+                restored, outcome, since, rebased = _take_out(removed, entry, later, files[entry.path], force)
+            except _Refused as refusal:
+                conflicts.append(str(refusal))
+                continue
+            files[entry.path] = restored
+            outcomes.append(RevertedFile(entry.path, outcome, since))
+            for other, new_entry in rebased.items():
+                journals[other] = replace(journals[other], files=tuple(new_entry if f.path == entry.path else f for f in journals[other].files))
+                changed_journals.add(other)
+        if conflicts:
+            raise VerificationFailed(
+                f"revert {op}: files were edited since the bypass where it changed them; nothing was written.\n"
+                + "\n".join(conflicts)
+                + f"\nresolve these by hand, or run `codemod revert {op} --force` to drop the later edits of these files "
+                "(the edits made by hand since the last bypass)"
+            )
+        del journals[op]
+        changed_journals.discard(op)
+        remove_dirs += removed.created_dirs
+        reverted.append(Reverted(op, removed.mode, tuple(outcomes)))
+    writes = [
+        *((path, data) for path, data in files.items() if data != _current(tree, path)),
+        *((_journal_rel(op), journals[op].to_json().encode()) for op in sorted(changed_journals)),
+        *((_journal_rel(r.op), None) for r in reverted),
+    ]
+    _refuse_unwritable(tree, [path for path, data in writes if data is not None])
+    transaction.run(tree.root, Transaction(f"revert {' '.join(ops)}", tuple(writes), tuple(remove_dirs)))
+    return reverted
 
 
-def _since_diff(entry: JournalFile, current: bytes | None) -> str:
-    return three_way.unified_diff(
-        three_way.lines(entry.after), three_way.lines(current or b""), f"a/{entry.path} (as the bypass wrote it)", f"b/{entry.path} (now)"
+class _Refused(Exception):
+    """One file cannot be reverted: the message says where and why."""
+
+
+def _take_out(
+    removed: Journal, entry: JournalFile, later: list[Journal], current: bytes | None, force: bool
+) -> tuple[bytes | None, str, str, dict[str, JournalFile]]:
+    """The file without REMOVED's step, its outcome, the user's edits as a diff, and the rebased entries of LATER ops."""
+    path = entry.path
+    others = [(j.op, j.file(path)) for j in later if j.file(path) is not None]
+    last = others[-1][1].after if others else entry.after
+    since = "" if current == last else _since_diff(path, last, current)
+    if entry.before is None:  # created by the bypass: nothing later may depend on it
+        if others:
+            raise _Refused(f"{path}: created by the bypass of {removed.op} and changed by the bypass of {others[0][0]}: revert that first")
+        if current not in (entry.after, None) and not force:
+            raise _Refused(f"{path}: created by the bypass and edited since\n{since}")
+        outcome = "already deleted" if current is None else "created by the bypass: deleted" if current == entry.after else _forced(since)
+        return None, outcome, since, {}
+    if not others and current == entry.before:
+        return entry.before, "already held its original bytes", since, {}
+    if current is None and not force:
+        raise _Refused(f"{path}: deleted since the bypass")
+    steps, previous = [], entry.after
+    for other, other_entry in others:
+        if other_entry.before != previous:
+            steps.append(rebase.Step(USER_EDITS, previous, other_entry.before or b""))
+        steps.append(rebase.Step(f"{_BYPASS_OF}{other}", other_entry.before or b"", other_entry.after))
+        previous = other_entry.after
+    removing = rebase.Step(removed.op, entry.before, entry.after)
+    user = [rebase.Step(USER_EDITS, previous, current)] if current is not None and current != previous else []
+    try:
+        states = rebase.without(removing, steps + user)
+    except rebase.Conflict as conflict:
+        if not (force and user and conflict.clash.index == len(steps)):
+            raise _Refused(_conflict_report(path, since, conflict.clash))
+        states, user = rebase.without(removing, steps), []
+    rebased, state = {}, entry.before
+    for step, after in zip(steps, states):
+        if step.name != USER_EDITS:
+            rebased[step.name.removeprefix(_BYPASS_OF)] = JournalFile(path, state, after)
+        state = after
+    restored = states[-1] if states else entry.before
+    if user:
+        outcome = "the bypass's hunks undone, later edits kept"
+    elif since:
+        outcome = _forced(since)
+    else:
+        outcome = "restored" + (f", keeping the bypass of {', '.join(op for op, _ in others)}" if others else "")
+    return restored, outcome, since, rebased
+
+
+def _forced(since: str) -> str:
+    return "--force: recorded bytes restored, later edits discarded" if since else "restored"
+
+
+def _since_diff(path: str, written: bytes, current: bytes | None) -> str:
+    return rebase.unified_diff(
+        rebase.lines(written), rebase.lines(current or b""), f"a/{path} (as the bypasses wrote it)", f"b/{path} (now)"
     )
 
 
-def _conflict_report(path: str, since: str, conflicts: tuple[three_way.Conflict, ...]) -> str:
-    hunks = [
-        f"{path}:{c.line}: a later edit overlaps a hunk of the bypass\n  the bypass's hunk:\n{c.bypass_hunk}  the later edit:\n{c.later_hunk}"
-        for c in conflicts
-    ]
-    return f"{path}: edited since the bypass:\n{since}" + "".join(hunks)
+def _conflict_report(path: str, since: str, clash: rebase.Clash) -> str:
+    who = "a later edit" if clash.step == USER_EDITS else clash.step
+    report = f"{path}:{clash.line}: {who} overlaps a hunk of the bypass\n  the later edit:\n{clash.later_hunk}"
+    return (f"{path}: edited since the bypass:\n{since}" if since else "") + report
 
 
 def _refuse_unwritable(tree: Tree, rel_paths: list[str]) -> None:

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from codemod.model.errors import BadInput
+from codemod.model.tree import inside
 
 STATE_DIR = ".codemod"
 LOG = f"{STATE_DIR}/transaction"
@@ -58,9 +59,12 @@ class Transaction:
             writes = tuple(
                 (path, None if encoded is None else base64.b64decode(encoded, validate=True)) for path, encoded in raw["writes"]
             )
-            return cls(raw["command"], writes, tuple(raw["remove_dirs"]))
+            transaction = cls(raw["command"], writes, tuple(raw["remove_dirs"]))
         except (ValueError, KeyError, TypeError) as error:
             raise BadInput(f"{where}: unreadable transaction log ({error}); restore the tree from version control")
+        for path in (*(path for path, _ in transaction.writes), *transaction.remove_dirs):
+            inside(where.parent.parent, path, f"{where}: entry")
+        return transaction
 
 
 def run(root: Path, transaction: Transaction) -> None:
@@ -86,7 +90,7 @@ def _replay_or_explain(root: Path, transaction: Transaction) -> None:
 def refuse_if_interrupted(root: Path) -> None:
     """Every command but `recover` starts here: an unfinished transaction must be finished first."""
     refuse_foreign_state_dir(root)
-    log = root / LOG
+    log = _log(root)
     if log.exists():
         command = Transaction.from_json(log, log.read_text()).command
         raise BadInput(
@@ -106,7 +110,7 @@ def refuse_foreign_state_dir(root: Path) -> None:
 def recover(root: Path) -> Transaction | None:
     """Finish the interrupted transaction, if one was committed; drop one that was not."""
     refuse_foreign_state_dir(root)
-    log = root / LOG
+    log = _log(root)
     _unlink(_temporary(log))
     if not log.exists():
         _rmdir_if_empty(log.parent)
@@ -116,14 +120,22 @@ def recover(root: Path) -> Transaction | None:
     return transaction
 
 
+def _log(root: Path) -> Path:
+    """The log's path, once `.codemod` is known not to lead out of the tree."""
+    inside(root, LOG, f"{root / STATE_DIR}")
+    return root / LOG
+
+
 def _replay(root: Path, transaction: Transaction) -> None:
+    """Write through symlinks (the edit goes to their target, the link stays a link), never outside ROOT."""
+    where = f"{root / LOG}: entry"
     for path, data in transaction.writes:
         if data is None:
-            _unlink(root / path)
+            _unlink(inside(root, path, where))
         else:
-            write_file(root / path, data)
+            write_file(inside(root, path, where), data)
     for directory in transaction.remove_dirs:
-        _rmdir_if_empty(root / directory)
+        _rmdir_if_empty(inside(root, directory, where))
     _unlink(root / LOG)
     _rmdir_if_empty(root / STATE_DIR)
 

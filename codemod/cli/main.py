@@ -19,15 +19,15 @@ from codemod.capture import fromtorch
 from codemod.measure import guarded_bench
 from codemod.apply import journal
 from codemod.apply import lock
-from codemod.apply import patch
-from codemod.model import progress
+from codemod.apply import patch, scratch, unjournaled
+from codemod.model import op_name, progress
 from codemod.cli import report
 from codemod.cli import review
 from codemod.apply import transaction
 from codemod.cli import explain as explain_step
 from codemod.capture.capture import Capture
 from codemod.model.errors import EXIT_OK, BadInput, CodemodError, VerificationFailed
-from codemod.plan.plan import Plan, make_plan
+from codemod.plan.plan import FileChange, Plan, make_plan
 from codemod.model.tree import Tree, locate
 from codemod.verify.verify import verify
 
@@ -73,8 +73,19 @@ def _complete_ops(bypassed: bool):
     return complete
 
 
-OP_ARGUMENT = click.argument("op", shell_complete=_complete_ops(bypassed=False))
-BYPASSED_OP_ARGUMENT = click.argument("op", shell_complete=_complete_ops(bypassed=True))
+def _validated_ops(_ctx: click.Context, _param: click.Parameter, value: str | tuple[str, ...]) -> str | tuple[str, ...]:
+    """Op names are checked at the edge, before one becomes a file name (`.codemod/OP.json`)."""
+    try:
+        for name in (value,) if isinstance(value, str) else value:
+            op_name.validated(name)
+    except BadInput as error:
+        raise click.BadParameter(str(error))
+    return value
+
+
+OP_ARGUMENT = click.argument("op", shell_complete=_complete_ops(bypassed=False), callback=_validated_ops)
+OPS_ARGUMENT = click.argument("op_names", metavar="OP...", nargs=-1, required=True, shell_complete=_complete_ops(bypassed=False), callback=_validated_ops)
+BYPASSED_OPS_ARGUMENT = click.argument("op_names", metavar="[OP]...", nargs=-1, shell_complete=_complete_ops(bypassed=True), callback=_validated_ops)
 JSON_OPTION = click.option("--json", "as_json", is_flag=True, help="Print one JSON object on stdout (see codemod/output.schema.json).")
 
 
@@ -92,7 +103,7 @@ def main(quiet: bool, verbose: bool) -> None:
 
 
 @main.command()
-@OP_ARGUMENT
+@OPS_ARGUMENT
 @TREE_OPTION
 @click.option("--dry-run", is_flag=True, help="Print the patch on stdout; write nothing.")
 @click.option("--patch", "patch_file", type=click.Path(dir_okay=False, path_type=Path), help="Also write the patch to this file.")
@@ -103,53 +114,59 @@ def main(quiet: bool, verbose: bool) -> None:
 @click.option("--interactive", "-i", is_flag=True, help="Review each hunk (y/n/a/q); the accepted ones are applied together at the end.")
 @JSON_OPTION
 def bypass(
-    op: str, tree_root: Path, dry_run: bool, patch_file: Path | None, no_verify: bool, no_build: bool, check: bool,
+    op_names: tuple[str, ...], tree_root: Path, dry_run: bool, patch_file: Path | None, no_verify: bool, no_build: bool, check: bool,
     guarded: bool, interactive: bool, as_json: bool,
 ) -> None:
-    """Make OP (mul, div, ...) call its CPU kernel without the dispatcher."""
+    """Make each OP (mul, div, ...) call its CPU kernel without the dispatcher; several ops are applied in one
+    transaction and verified together."""
 
     def action() -> None:
         tree = locate(tree_root)
+        if patch_file is not None:
+            _refuse_patch_into_state(tree, patch_file)
+        ops = list(dict.fromkeys(op_names))
+        if len(ops) > 1 and (interactive or check or as_json):
+            raise BadInput("-i, --check and --json take one op: run them one op at a time")
         with contextlib.nullcontext() if dry_run or check else lock.held(tree):
-            if journal.load(tree, op) is not None:
-                _say(f"{op} is already bypassed in {tree.root} (see {journal.JOURNAL_DIR}/{op}.json); nothing to do")
-                if as_json:
-                    click.echo(report.dumps(report.already_bypassed(op)))
+            ops = [op for op in ops if not _already_bypassed(tree, op, "guarded" if guarded else "plain", as_json)]
+            if not ops:
                 return
             seconds: dict[str, float] = {}
             with _timed(seconds, "plan"):
-                plan = make_plan(tree, op, guarded)
+                plans = _plans(tree, ops, guarded)
             if interactive:
                 _say(f"review: {review.ANSWERS}")
                 try:
-                    plan = review.review(plan, _ask, _refuse)
+                    plans = [review.review(plans[0], _ask, _refuse)]
                 except review.Quit:
                     _say("quit: nothing written")
                     return
-            diff = patch.render(plan.changes)
+            diff = patch.render(_combined(plans))
             if patch_file is not None:
                 _write_patch(patch_file, diff)
             verified: list[str] = []
             if check:
-                _check_fixed_point(tree, plan)
+                _check_fixed_point(tree, plans[0])
             elif dry_run and not as_json:
                 click.echo(diff, nl=False)
             elif not dry_run:
-                if not (no_verify or no_build or plan.guarded):  # before writing: a bypass that does not compile is not applied
+                if not (no_verify or no_build or guarded):  # before writing: a bypass that does not compile is not applied
                     with _timed(seconds, "build"):
-                        _build_and_check(tree, op, check=True, verbose=False, captured=plan.capture)
+                        for plan in plans:
+                            _build_and_check(tree, plan.op, check=True, verbose=False, captured=plan.capture)
                 with _timed(seconds, "apply"):
-                    journal.apply(tree, plan)
+                    journal.apply(tree, plans)
             applied = not (dry_run or check)
             if not check:
-                _summary(tree, plan, applied)
+                for plan in plans:
+                    _summary(tree, plan, applied)
             if applied and not no_verify:
                 with progress.step("verify: the tree's ATen and autograd codegen"), _timed(seconds, "verify"):
-                    verified = verify(tree, plan)
+                    verified = verify(tree, *plans)
                 for line in verified:
                     _say(f"verified: {line}")
             if as_json:
-                click.echo(report.dumps(report.bypass(plan, applied=applied, verified=verified, seconds=seconds, diff=diff if dry_run else None)))
+                click.echo(report.dumps(report.bypass(plans[0], applied=applied, verified=verified, seconds=seconds, diff=diff if dry_run else None)))
 
     _run(action, "bypass" if as_json else None)
 
@@ -161,6 +178,50 @@ def _write_patch(patch_file: Path, diff: str) -> None:
     except OSError as error:
         why = error.strerror if patch_file.parent.is_dir() else f"no directory {patch_file.parent}"
         raise BadInput(f"{patch_file}: cannot write the patch ({why}); nothing was written: pass --patch a writable file")
+def _already_bypassed(tree: Tree, op: str, mode: str, as_json: bool) -> bool:
+    """Is OP bypassed already? Said, in which mode; in the other mode it is refused (revert it first)."""
+    existing = journal.load(tree, op)
+    if existing is None:
+        return False
+    if existing.mode != mode:
+        raise BadInput(
+            f"{op} is already bypassed in {existing.mode} mode in {tree.root} (see {journal.JOURNAL_DIR}/{op}.json); "
+            f"to bypass it {mode}, run `codemod revert {op} --tree {tree.root}` first; nothing was written"
+        )
+    _say(f"{op} is already bypassed ({existing.mode}) in {tree.root} (see {journal.JOURNAL_DIR}/{op}.json); nothing to do")
+    if as_json:
+        click.echo(report.dumps(report.already_bypassed(op)))
+    return True
+
+
+def _plans(tree: Tree, ops: list[str], guarded: bool) -> list[Plan]:
+    """Each op planned on the tree as the ops before it leave it (in a scratch copy when there are several)."""
+    if len(ops) == 1:
+        return [make_plan(tree, ops[0], guarded)]
+    plans = []
+    with scratch.copy_of(tree, "codemod-bypass-") as planned:
+        for op in ops:
+            plans.append(make_plan(planned, op, guarded))
+            scratch.write(planned, plans[-1].changes)
+    return plans
+
+
+def _combined(plans: list[Plan]) -> tuple[FileChange, ...]:
+    """What PLANS change together: each file from before the first plan to after the last."""
+    changes: dict[str, FileChange] = {}
+    for plan in plans:
+        for change in plan.changes:
+            first = changes.get(change.path, change)
+            changes[change.path] = FileChange(change.path, first.before, change.after)
+    return tuple(changes[path] for path in sorted(changes))
+
+
+def _refuse_patch_into_state(tree: Tree, patch_file: Path) -> None:
+    """codemod's own state (the journals, the transaction log, the lock) is never a place for a patch."""
+    resolved = patch_file.resolve()
+    for state in (tree.root / journal.JOURNAL_DIR, tree.root / lock.LOCK_FILE):
+        if resolved == state or resolved.is_relative_to(state):
+            raise BadInput(f"--patch {patch_file}: inside {state}, codemod's own state; write the patch elsewhere, nothing was written")
 
 
 def _ask(hunk: review.Hunk) -> str:
@@ -202,27 +263,55 @@ def _check_fixed_point(tree: Tree, plan: Plan) -> None:
 
 
 @main.command()
-@BYPASSED_OP_ARGUMENT
+@BYPASSED_OPS_ARGUMENT
 @TREE_OPTION
-@click.option("--force", is_flag=True, help="Restore the recorded bytes even where files were edited since the bypass.")
+@click.option("--all", "revert_all", is_flag=True, help="Revert every bypassed op (last bypassed first).")
+@click.option("--force", is_flag=True, help="Drop the edits made by hand since the last bypass where they overlap the op's own lines.")
+@click.option("--patch", "patch_file", type=click.Path(dir_okay=False, exists=True, path_type=Path),
+              help="OP was patched with this `bypass --dry-run` patch through `git apply` (no journal): check it is OP's and undo it.")
 @JSON_OPTION
-def revert(op: str, tree_root: Path, force: bool, as_json: bool) -> None:
-    """Restore what `bypass OP` changed; keep later edits of those files (three-way), or refuse (exit 1) where
-    they overlap the bypass's own hunks."""
+def revert(op_names: tuple[str, ...], tree_root: Path, revert_all: bool, force: bool, patch_file: Path | None, as_json: bool) -> None:
+    """Restore what `bypass OP` changed, for each OP in one transaction, in any order: the ops bypassed since and the
+    edits made by hand are kept; an edit overlapping the op's own lines is refused (exit 1)."""
 
     def action() -> None:
+        if bool(op_names) == revert_all:
+            raise BadInput("name the ops to revert, or pass --all (not both)")
+        if as_json and (revert_all or len(op_names) > 1):
+            raise BadInput("--json reports one op: revert the ops one at a time with --json")
         tree = locate(tree_root)
         with lock.held(tree):
-            reverted = journal.revert(tree, op, force)
-        _say(f"reverted {op}: {len(reverted)} files")
-        for entry in reverted:
-            _say(f"  {entry.path}  ({entry.outcome})")
-        for entry in (e for e in reverted if e.since):
-            _say(f"{entry.path} was edited since the bypass:\n{entry.since}")
+            journaled = [j.op for j in reversed(journal.bypassed(tree))]
+            ops = journaled if revert_all else list(dict.fromkeys(op_names))
+            if patch_file is not None:
+                if len(ops) != 1 or ops[0] in journaled:
+                    raise BadInput("--patch undoes one op patched without a journal; revert journaled ops without it")
+                restored = unjournaled.revert_with_patch(tree, ops[0], patch_file)
+                _say(f"reverted {ops[0]} (patched without a journal; {patch_file} checked by planning again): {len(restored)} files")
+                return
+            if not ops:
+                _say(f"no op is bypassed in {tree.root}; nothing to revert")
+                return
+            _refuse_unjournaled(tree, [op for op in ops if op not in journaled])
+            reverted = journal.revert(tree, ops, force)
+        for each in reverted:
+            _say(f"reverted {each.op} ({each.mode}): {len(each.files)} files")
+            for entry in each.files:
+                _say(f"  {entry.path}  ({entry.outcome})")
+            for entry in (e for e in each.files if e.since):
+                _say(f"{entry.path} was edited since the bypass:\n{entry.since}")
         if as_json:
-            click.echo(report.dumps(report.revert(op, reverted)))
+            click.echo(report.dumps(report.revert(reverted[0].op, list(reverted[0].files))))
 
     _run(action, "revert" if as_json else None)
+
+
+def _refuse_unjournaled(tree: Tree, ops: list[str]) -> None:
+    """An op with markers but no journal was patched outside codemod: say exactly how to undo it."""
+    marked = unjournaled.markers(tree) if ops else {}
+    for op in ops:
+        if op in marked:
+            raise BadInput(unjournaled.how_to_undo(tree, op, marked[op]))
 
 
 @main.command()
@@ -247,9 +336,13 @@ def status(tree_root: Path, as_json: bool) -> None:
 
     def action() -> None:
         tree = locate(tree_root)
-        journals = [(entry, journal.changed_since(tree, entry)) for entry in journal.bypassed(tree)]
-        if not journals:
+        everything = journal.bypassed(tree)
+        journals = [(entry, journal.changed_since(tree, entry, everything)) for entry in everything]
+        unrecorded = {op: where for op, where in unjournaled.markers(tree).items() if op not in {j.op for j in everything}}
+        if not journals and not unrecorded:
             _say(f"no op is bypassed in {tree.root}")
+        for op, where in unrecorded.items():
+            _say(unjournaled.how_to_undo(tree, op, where))
         for entry, changed in journals:
             state = f"changed since: {', '.join(changed)}" if changed else "matches the journal"
             _say(f"{entry.op} ({', '.join(entry.overloads)}): {len(entry.files)} files, {state}")

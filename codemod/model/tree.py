@@ -79,3 +79,18 @@ def locate(root: str | os.PathLike[str]) -> Tree:
         has_own_torchgen=(resolved / "torchgen" / "gen.py").is_file(),
         has_own_autograd=(resolved / "tools" / "autograd" / "gen_autograd.py").is_file(),
     )
+
+
+def inside(root: Path, rel_path: object, where: str) -> Path:
+    """ROOT/REL_PATH with its symlinks resolved, which must lie inside ROOT: a path read from a journal or a
+    transaction log is data, never an instruction to touch anything else (no absolute path, no `..`, no
+    symlink leading out). WHERE names the entry in the error."""
+    if not isinstance(rel_path, str) or not rel_path or "\0" in rel_path:
+        raise BadInput(f"{where}: {rel_path!r} is not a tree-relative path; nothing was written")
+    relative = Path(rel_path)
+    if relative.is_absolute() or ".." in relative.parts:
+        raise BadInput(f"{where}: {rel_path!r} points outside the tree {root}; nothing was written")
+    resolved = (root / relative).resolve()
+    if not resolved.is_relative_to(root):
+        raise BadInput(f"{where}: {rel_path!r} resolves to {resolved}, outside the tree {root} (a symlink?); nothing was written")
+    return resolved

@@ -84,6 +84,7 @@ class SourceFile:
 
 _BYPASS_BLOCK = re.compile(rb"^[ \t]*// @codemod-bypass (\w+) begin:.*?^[ \t]*// @codemod-bypass \1 end\n", re.M | re.S)
 _BYPASS_LINE = re.compile(rb"^.*// @codemod-bypass \w+\n", re.M)
+MARKED_OP = re.compile(rb"// @codemod-bypass (\w+)")  # any marker above: which op wrote the line
 
 
 def template_edits(tree: Tree, capture: Capture) -> list[Edit]:

@@ -31,19 +31,21 @@ from codemod.plan.plan import Plan
 from codemod.model.tree import NATIVE_FUNCTIONS, Tree
 
 
-def verify(tree: Tree, plan: Plan) -> list[str]:
-    """Run the autograd codegen beside the two torchgen runs (two cores); return what was checked."""
+def verify(tree: Tree, plan: Plan, *more: Plan) -> list[str]:
+    """Run the autograd codegen beside the two torchgen runs (two cores), once for PLAN and MORE applied
+    together; return what was checked."""
+    overloads = tuple(name for each in (plan, *more) for name in each.overloads)
     with tempfile.TemporaryDirectory(prefix="codemod-verify-") as scratch:
         aten_out = Path(scratch, "aten")
         with ThreadPoolExecutor(max_workers=1) as pool:
             autograd_run = pool.submit(codegen.autograd, tree, Path(scratch, "autograd"))
             codegen.aten(tree, tree.aten_source_dir, Path(scratch, "parsed"), "--generate")
-            codegen.aten_on_entries(tree, _entries_in_tree(tree, plan.overloads), aten_out)
+            codegen.aten_on_entries(tree, _entries_in_tree(tree, overloads), aten_out)
             autograd_run.result()
-        ops_names = {name.replace(".", "_"): name for name in plan.overloads}
+        ops_names = {name.replace(".", "_"): name for name in overloads}
         generated = generated_functions(aten_out / "Functions.h", ops_names)
     if not generated:
-        raise VerificationFailed(f"torchgen generates no at:: function for {', '.join(plan.overloads)}")
+        raise VerificationFailed(f"torchgen generates no at:: function for {', '.join(overloads)}")
     public = sorted(f.name for f in generated if not f.name.startswith("__dispatch_"))
     if public:
         raise VerificationFailed(f"torchgen still generates {', '.join('at::' + n for n in public)} through the dispatcher")
