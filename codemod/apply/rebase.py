@@ -20,7 +20,6 @@ import difflib
 import re
 from dataclasses import dataclass
 
-
 from codemod.apply import patch
 
 Span = tuple[int, int, bytes]  # [start, end) of the base, and the bytes that replace it
