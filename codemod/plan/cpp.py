@@ -235,12 +235,12 @@ def _meta_struct_copies(
         return []
     source = sources[first.path]
     outermost = _outermost_namespace(source, first)
-    where = ", ".join(found[META, name][0].where() for name in elsewhere if (META, name) in found)
+    where = ", ".join(sorted({found[META, name][0].path for name in elsewhere if (META, name) in found}))
     body = "namespace at::meta {\n" + "\n".join(meta[name].text for name in elsewhere) + "\n} // namespace at::meta"
     return [
         source.edit(
             source.line_start(outermost.start_byte),
-            block(op, f"meta struct written by hand (was {meta[elsewhere[0]].source}); its meta() is defined at {where}", body) + "\n",
+            block(op, f"meta struct written by hand (was {meta[elsewhere[0]].source}); its meta() is defined in {where}", body) + "\n",
             f"define the meta struct {', '.join(elsewhere)} where the impl's native struct derives from it",
         )
     ]
