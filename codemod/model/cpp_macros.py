@@ -103,11 +103,12 @@ def live_view(src: Source) -> LiveView:
     blank: list[tuple[int, int]] = []
     events: list[tuple[int, str, Macro | None]] = []
 
-    def defined(name: str) -> bool | None:
-        state = None
+    def defined(name: str) -> Macro | bool | None:
+        """The file's macro NAME as defined so far; False after its #undef; None if the file never defines it."""
+        state: Macro | bool | None = None
         for _, event_name, macro in events:
             if event_name == name:
-                state = macro is not None
+                state = macro if macro is not None else False
         return state
 
     def visit(node: Node) -> None:
@@ -162,7 +163,7 @@ def _visit_conditional(node: Node, text: str, blank: list[tuple[int, int]], visi
         value = _evaluate(condition, text, defined)
     else:  # #ifdef / #ifndef / #elifdef / #elifndef NAME
         known = defined(text[condition.start_byte : condition.end_byte])
-        value = None if known is None else known != text[directive.start_byte : directive.end_byte].endswith("ndef")
+        value = None if known is None else bool(known) != text[directive.start_byte : directive.end_byte].endswith("ndef")
     blank.append((directive.start_byte, condition.end_byte))
     for child in node.children:
         if child.start_byte <= condition.start_byte or child == alternative:
@@ -179,7 +180,7 @@ def _visit_conditional(node: Node, text: str, blank: list[tuple[int, int]], visi
 
 
 def _evaluate(node: Node, text: str, defined) -> bool | None:
-    """A condition's truth where the file decides it: literals, `defined(X)` of its own macros, ! && ||."""
+    """A condition's truth where the file decides it: numbers, its own macros (`X`, `defined(X)`), ! && ||."""
     value = _value(node, text, defined)
     return None if value is None else value != 0
 
@@ -187,15 +188,17 @@ def _evaluate(node: Node, text: str, defined) -> bool | None:
 def _value(node: Node, text: str, defined) -> int | None:
     kind = node.type
     if kind == "number_literal":
-        try:
-            return int(text[node.start_byte : node.end_byte].rstrip("uUlL"), 0)
-        except ValueError:
-            return None
+        return _number(text[node.start_byte : node.end_byte])
     if kind == "parenthesized_expression":
         return _value(node.named_children[0], text, defined)
     if kind == "preproc_defined":
         known = defined(text[node.named_children[0].start_byte : node.named_children[0].end_byte])
-        return None if known is None else int(known)
+        return None if known is None else int(bool(known))
+    if kind == "identifier":  # an object-like macro of the file whose value is a number
+        known = defined(text[node.start_byte : node.end_byte])
+        if isinstance(known, Macro) and known.params is None and len(known.body) == 1:
+            return _number(known.body[0].text)
+        return None
     if kind == "unary_expression" and node.children[0].type == "!":
         inner = _value(node.named_children[0], text, defined)
         return None if inner is None else int(not inner)
@@ -206,6 +209,13 @@ def _value(node: Node, text: str, defined) -> int | None:
             return decisive
         return None if left is None or right is None else int(bool(left) and bool(right) if decisive == 0 else bool(left) or bool(right))
     return None
+
+
+def _number(literal: str) -> int | None:
+    try:
+        return int(literal.rstrip("uUlL"), 0)
+    except ValueError:
+        return None
 
 
 def invocations(view: LiveView, names: set[str]) -> Iterator[Invocation]:
