@@ -31,6 +31,7 @@ from codemod.model.tree import Tree
 _OPS_CALL = re.compile(r"at::_ops::(\w+)::call")
 _M_IMPL = re.compile(r'm\.impl\("([\w.]+)",\s*TORCH_FN\((\w+)\)\)')
 _NATIVE_CALL = re.compile(r"at::native::(\w+)\(")
+_NATIVE_BASE = re.compile(r"public at::native::(structured_\w+)")
 # Headers declaring every op; a native source may not include them (TORCH_ASSERT_ONLY_METHOD_OPERATORS).
 _ALL_OPS_HEADER = re.compile(r"<ATen/\w*Functions\.h>")
 
@@ -67,7 +68,8 @@ class Capture:
     functions: tuple[ApiFunction, ...]  # Functions.h
     methods: tuple[ApiFunction, ...]  # core/TensorBody.h
     meta_structs: tuple[Snippet, ...]  # NativeMetaFunctions.h
-    native_structs: tuple[Snippet, ...]  # NativeFunctions.h
+    native_structs: tuple[Snippet, ...]  # NativeFunctions.h: the structs the CPU kernel's registration derives from
+    other_native_structs: tuple[str, ...]  # NativeFunctions.h: other backends' kernels (CUDA, ...), lost with the bypass
     cpu_helpers: tuple[Snippet, ...]  # RegisterCPU helpers the scaffolding calls
     cpu_scaffolding: tuple[Snippet, ...]  # RegisterCPU structured classes and wrappers
     cpu_wrappers: dict[str, str]  # overload -> wrapper registered for CPU
@@ -88,7 +90,7 @@ class Capture:
             raw[key] = tuple(ApiFunction(**item) for item in raw[key])
         for key in ("meta_structs", "native_structs", "cpu_helpers", "cpu_scaffolding", "ufunc_sources"):
             raw[key] = tuple(Snippet(**item) for item in raw[key])
-        for key in ("overloads", "cpu_functions", "redispatch_functions", "cpu_includes", "ufunc_structs"):
+        for key in ("overloads", "other_native_structs", "cpu_functions", "redispatch_functions", "cpu_includes", "ufunc_structs"):
             raw[key] = tuple(raw[key])
         return cls(**raw)
 
@@ -108,7 +110,7 @@ def capture(tree: Tree, op: str, before_yaml: str, after_yaml: str, overloads: t
         ops_names = {name.replace(".", "_"): name for name in overloads}
         register_cpu = _register_file(before, "CPU")
         scaffolding, helpers = _cpu_scaffolding(register_cpu)
-        native_structs, ufunc_structs = _native_structs(before)
+        native_structs, other_native_structs, ufunc_structs = _native_structs(before, scaffolding)
         return Capture(
             op=op,
             overloads=overloads,
@@ -116,6 +118,7 @@ def capture(tree: Tree, op: str, before_yaml: str, after_yaml: str, overloads: t
             methods=_methods(before / "core" / "TensorBody.h", ops_names),
             meta_structs=_structs(before / "NativeMetaFunctions.h"),
             native_structs=native_structs,
+            other_native_structs=other_native_structs,
             cpu_helpers=helpers,
             cpu_scaffolding=scaffolding,
             cpu_wrappers=_registrations(register_cpu),
@@ -133,16 +136,18 @@ def _ufunc_files(out: Path, backend: str) -> list[Path]:
     return sorted(p for p in out.glob(f"Ufunc{backend}*") if p.is_file())
 
 
-def _native_structs(out: Path) -> tuple[tuple[Snippet, ...], tuple[str, ...]]:
-    """Native structs to carry over, and those of them whose impl the ufunc codegen wrote for CPU.
+def _native_structs(out: Path, cpu_scaffolding: tuple[Snippet, ...]) -> tuple[tuple[Snippet, ...], tuple[str, ...], tuple[str, ...]]:
+    """The native structs the CPU registration derives its classes from (carried over), the other
+    backends' (CUDA, MPS, ...: lost with the bypass), and those of the first whose impl the ufunc codegen wrote.
 
-    A ufunc op's kernels for other backends (CUDA) are generated too; they are
-    lost with the bypass, so their structs are not carried over.
+    Told apart by what torchgen's CPU registration names, never by the kernel's name:
+    `lerp.Scalar_out`'s CPU kernel `lerp_Scalar` is also the name of its meta struct.
     """
-    cpu = {s.name for p in _ufunc_files(out, "CPU") for s in _structs(p)}
-    other = {s.name for p in _ufunc_files(out, "") for s in _structs(p)} - cpu
-    native = [s for s in _structs(out / "NativeFunctions.h") if s.name not in other]
-    return tuple(native), tuple(s.name for s in native if s.name in cpu)
+    derived = {name for s in cpu_scaffolding for name in _NATIVE_BASE.findall(s.text)}
+    declared = _structs(out / "NativeFunctions.h")
+    cpu = tuple(s for s in declared if s.name in derived)
+    ufunc = {s.name for p in _ufunc_files(out, "CPU") for s in _structs(p)}
+    return cpu, tuple(s.name for s in declared if s.name not in derived), tuple(s.name for s in cpu if s.name in ufunc)
 
 
 def _register_file(out: Path, key: str) -> Path:

@@ -1,14 +1,14 @@
 """`codemod ops`: every op of a tree, whether `bypass` can take it, and why not.
 
 The yaml checks are the ones `bypass` runs (`native_yaml.find_groups`); on top,
-the kernel definitions the bypass moves must be in the tree's native sources.
-Their names follow torchgen's rule (meta: the functional overload,
-`TORCH_META_FUNC2(mul, Tensor)`; impl: the CPU kernel, `TORCH_IMPL_FUNC(mul_out)`),
-found with a textual scan: fast on a real checkout's thousand sources.
+the kernel definitions the bypass moves must be in the tree's native sources,
+found by the finder `bypass` uses (`plan.structured_kernels`, macros expanded).
+Their names and kinds follow torchgen's rule (the meta struct: the functional
+overload, `TORCH_META_FUNC2(mul, Tensor)`; the native struct: the CPU kernel,
+`TORCH_IMPL_FUNC(mul_out)`); other backends' kernels are not required.
 """
 from __future__ import annotations
 
-import re
 from collections import Counter
 from dataclasses import asdict, dataclass
 
@@ -16,9 +16,9 @@ from codemod.apply import journal
 
 from codemod.model import native_yaml
 from codemod.model.native_yaml import GroupIndex, NativeYaml
-from codemod.model.tree import NATIVE_FUNCTIONS, NATIVE_SOURCES, Tree
-
-_KERNEL_MACRO = re.compile(r"\bTORCH_(?:PRECOMPUTE_)?(?:META|IMPL)_FUNC2?\s*\(\s*(\w+)\s*(?:,\s*(\w+)\s*)?\)")
+from codemod.model.tree import NATIVE_FUNCTIONS, Tree
+from codemod.plan import structured_kernels
+from codemod.plan.structured_kernels import IMPL, META
 
 
 @dataclass(frozen=True)
@@ -35,7 +35,7 @@ class OpStatus:
 
 def catalog(tree: Tree) -> list[OpStatus]:
     doc = native_yaml.load(NATIVE_FUNCTIONS, tree.path(NATIVE_FUNCTIONS).read_text())
-    defined = kernel_definitions(tree)
+    defined = structured_kernels.find_definitions(tree)
     bypassed = {entry.op for entry in journal.bypassed(tree)}
     statuses = []
     for op in sorted({native_yaml.op_name(e.base) for e in doc.entries}):
@@ -49,31 +49,26 @@ def catalog(tree: Tree) -> list[OpStatus]:
             statuses.append(OpStatus(op, named, False, error.reason))
             continue
         overloads = tuple(doc.entries[i].name for g in groups for i in (*g.delegates, g.out))
-        missing = sorted(_kernel_names(doc, op, groups) - defined)
-        detail = f"no definition of structured_{', structured_'.join(missing)} under {NATIVE_SOURCES}" if missing else ""
-        statuses.append(OpStatus(op, overloads, not missing, "kernel source not in the tree" if missing else "", detail))
+        try:
+            structured_kernels.locate(defined, op, _kernel_structs(doc, op, groups))
+        except native_yaml.NotBypassable as error:
+            statuses.append(OpStatus(op, overloads, False, error.reason, str(error)))
+            continue
+        statuses.append(OpStatus(op, overloads, True, ""))
     return statuses
 
 
-def kernel_definitions(tree: Tree) -> set[str]:
-    """Suffixes of the structured structs the native sources define: "mul_Tensor", "mul_out"."""
-    found = set()
-    for path in tree.path(NATIVE_SOURCES).rglob("*.cpp"):
-        for name, overload in _KERNEL_MACRO.findall(path.read_text(errors="replace")):
-            found.add(f"{name}_{overload}" if overload else name)
-    return found
-
-
-def _kernel_names(doc: NativeYaml, op: str, groups: list[GroupIndex]) -> set[str]:
-    """The meta function of each group's functional entry, and its CPU impl unless the ufunc codegen writes it."""
-    names = set()
+def _kernel_structs(doc: NativeYaml, op: str, groups: list[GroupIndex]) -> set[tuple[str, str]]:
+    """Each group's meta struct (its functional entry's name), and its CPU kernel's native struct
+    unless the ufunc codegen writes that one."""
+    structs = set()
     for group in groups:
         functional = next(i for i in group.delegates if doc.entries[i].base == op)
-        names.add(doc.entries[functional].name.replace(".", "_"))
+        structs.add((META, "structured_" + doc.entries[functional].name.replace(".", "_")))
         kernel = native_yaml.cpu_kernel(doc.values[group.out])
         if kernel is not None:  # None: a ufunc, whose CPU impl torchgen writes
-            names.add(kernel)
-    return names
+            structs.add((IMPL, f"structured_{kernel}"))
+    return structs
 
 
 def summary(statuses: list[OpStatus]) -> str:

@@ -48,7 +48,7 @@ def caller_edits(tree: Tree, capture: Capture) -> tuple[list[Edit], list[Leftove
     gone = {"cpu": set(capture.cpu_functions), "redispatch": set(capture.redispatch_functions)}
     names = "|".join(sorted({re.escape(n) for ns in gone.values() for n in ns}))
     reference = re.compile(rf"\b(cpu|redispatch)::({names})\b")
-    structs = {s.name for s in (*capture.meta_structs, *capture.native_structs)}
+    structs = {s.name for s in (*capture.meta_structs, *capture.native_structs)} | set(capture.other_native_structs)
     struct_reference = re.compile(rf"\b({'|'.join(sorted(structs))})\b") if structs else None
     operator_structs = {overload.replace(".", "_"): overload for overload in capture.overloads}
     dispatched = re.compile(rf"\b_ops::({'|'.join(sorted(operator_structs))})::(call|redispatch)\b")

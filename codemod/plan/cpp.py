@@ -10,6 +10,7 @@ dispatcher. Each inserted block is fenced by markers naming the op.
 from __future__ import annotations
 
 import re
+from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -17,10 +18,12 @@ from tree_sitter import Node
 
 from codemod.model import cpp_syntax
 from codemod.capture.capture import ApiFunction, Capture, Snippet
-from codemod.model.cpp_syntax import MacroHead, Source
+from codemod.model.cpp_syntax import Source
 from codemod.model.edits import Edit
 from codemod.model.errors import BadInput
 from codemod.model.tree import NATIVE_SOURCES, TEMPLATES, Tree
+from codemod.plan import structured_kernels
+from codemod.plan.structured_kernels import IMPL, META, KernelDefinition
 
 FUNCTIONS_H = f"{TEMPLATES}/Functions.h"
 FUNCTIONS_CPP = f"{TEMPLATES}/Functions.cpp"
@@ -30,7 +33,7 @@ NATIVE_FUNCTIONS_INCLUDE = "#include <ATen/NativeFunctions.h>"
 
 _FUNCTION_PLACEHOLDERS = ("${Functions_declarations}", "${function_definitions}")
 _METHOD_PLACEHOLDERS = ("${tensor_method_declarations}",)
-_META_MACROS = ("TORCH_META_FUNC", "TORCH_META_FUNC2", "TORCH_PRECOMPUTE_META_FUNC", "TORCH_PRECOMPUTE_META_FUNC2")
+_META_BASE = re.compile(r"public at::meta::(structured_\w+)")
 
 
 def marker_begin(op: str, what: str) -> str:
@@ -171,42 +174,40 @@ def _after_last_include(source: SourceFile) -> int:
 
 
 def native_source_edits(tree: Tree, capture: Capture) -> list[Edit]:
-    """Structs before the macro-named meta/impl definitions; scaffolding after the last impl.
+    """Each struct before the definition (or macro invocation) of its kernel; scaffolding after the last CPU impl.
 
-    A ufunc op has no TORCH_IMPL_FUNC in the tree: its kernel files become
+    Structs are matched to definitions by kind (meta or native) and name, as torchgen
+    declared them. A native source defining an impl whose meta struct lives in another
+    file gets a copy of that struct's definition too (the same tokens: one definition
+    by the ODR). A ufunc op has no TORCH_IMPL_FUNC in the tree: its kernel files become
     hand-written sources and its scaffolding goes at the end of `at::native`.
     """
     op = capture.op
-    meta = {s.name: s for s in capture.meta_structs}
-    native = {s.name: s for s in capture.native_structs}
-    ufunc = {name: native.pop(name) for name in capture.ufunc_structs}
-    found = find_structured_definitions(tree, op, set(meta) | set(native))
-    missing = (set(meta) | set(native)) - found.keys()
-    if missing:
-        raise BadInput(
-            f"no definition of {', '.join(sorted(missing))} (TORCH_META_FUNC/TORCH_IMPL_FUNC) under {NATIVE_SOURCES}; "
-            f"the structured kernel source of {op!r} is needed to bypass it"
+    wanted = {(META, s.name): s for s in capture.meta_structs}
+    wanted |= {(IMPL, s.name): s for s in capture.native_structs if s.name not in capture.ufunc_structs}
+    ufunc = [s for s in capture.native_structs if s.name in capture.ufunc_structs]
+    found = structured_kernels.locate(structured_kernels.find_definitions(tree), op, set(wanted))
+    impls = [d for (kind, _), defs in found.items() if kind == IMPL for d in defs]
+    kernel_files = {d.path for d in impls} or {d.path for defs in found.values() for d in defs}
+    sources = {rel: SourceFile.read(tree, rel) for rel in {d.path for defs in found.values() for d in defs}}
+    at_definition: dict[tuple[str, int], list[str]] = defaultdict(list)
+    for definition in sorted((d for defs in found.values() for d in defs), key=lambda d: (d.path, d.start, d.kind != META)):
+        where = "meta" if definition.kind == META else "native"
+        at_definition[definition.path, sources[definition.path].line_start(definition.start)].append(
+            _struct_block(op, where, wanted[definition.key])
         )
-    kernel_files = {found[name][0].rel for name in (native or meta)}
-    if len(kernel_files) != 1:
-        raise BadInput(f"the kernels of {op!r} are defined in several files ({', '.join(sorted(kernel_files))}); the tool handles one")
-    edits = []
-    for name, (source, node) in sorted(found.items(), key=lambda item: item[1][1].start_byte):
-        snippet = (meta | native)[name]
-        where = "meta" if name in meta else "native"
-        edits.append(
-            source.edit(
-                source.line_start(node.start_byte),
-                _struct_block(op, where, snippet),
-                f"define the {where} struct {name}",
-            )
-        )
-    carried = "\n".join([*(_struct_block(op, "native", snippet) for snippet in ufunc.values()), scaffolding(capture)])
-    if native:  # right after the op's last TORCH_IMPL_FUNC
-        source, last_impl = max((found[name] for name in native), key=lambda item: item[1].end_byte)
-        edits.append(source.edit(source.line_end(last_impl.end_byte - 1), "\n" + carried, "add the CPU structured wrappers and at::native kernels"))
+    edits = [
+        sources[rel].edit(at, "".join(blocks), f"define the structs of {op}'s kernels before their definition")
+        for (rel, at), blocks in sorted(at_definition.items())
+    ]
+    edits += _meta_struct_copies(op, sources, impls, capture, found)
+    carried = "\n".join([*(_struct_block(op, "native", snippet) for snippet in ufunc), scaffolding(capture)])
+    if impls:  # right after the op's last TORCH_IMPL_FUNC
+        last = max(impls, key=lambda d: d.end)
+        source = sources[last.path]
+        edits.append(source.edit(source.line_end(last.end - 1), "\n" + carried, "add the CPU structured wrappers and at::native kernels"))
     else:  # a ufunc op's impl was generated: at the end of `at::native` in the file of its meta function
-        source = found[next(iter(meta))][0]
+        source = sources[min(kernel_files)]
         edits.append(source.edit(_end_of_namespace(source, ("at", "native")), carried + "\n", "add the ufunc native struct, CPU structured wrappers and at::native kernels"))
     includes = [i for i in capture.cpu_includes if not source.has_own_line(i)]
     if includes:
@@ -218,6 +219,44 @@ def native_source_edits(tree: Tree, capture: Capture) -> list[Edit]:
             )
         )
     return [*edits, *_ufunc_source_edits(tree, capture)]
+
+
+def _meta_struct_copies(
+    op: str, sources: dict[str, SourceFile], impls: list[KernelDefinition], capture: Capture, found: dict[tuple[str, str], list[KernelDefinition]],
+) -> list[Edit]:
+    """Where an impl's native struct derives from a meta struct defined in another file, that file's
+    definition of the meta struct, before the namespace holding the impl (torchgen's header declared it for both)."""
+    if not impls:
+        return []
+    first = min(impls, key=lambda d: d.start)
+    meta = {s.name: s for s in capture.meta_structs}
+    bases = {base for s in capture.native_structs for base in _META_BASE.findall(s.text)}
+    elsewhere = sorted(name for name in bases if name in meta and all(d.path != first.path for d in found.get((META, name), [])))
+    if not elsewhere:
+        return []
+    source = sources[first.path]
+    outermost = _outermost_namespace(source, first)
+    where = ", ".join(sorted({found[META, name][0].path for name in elsewhere if (META, name) in found}))
+    body = "namespace at::meta {\n" + "\n".join(meta[name].text for name in elsewhere) + "\n} // namespace at::meta"
+    return [
+        source.edit(
+            source.line_start(outermost.start_byte),
+            block(op, f"meta struct written by hand (was {meta[elsewhere[0]].source}); its meta() is defined in {where}", body) + "\n",
+            f"define the meta struct {', '.join(elsewhere)} where the impl's native struct derives from it",
+        )
+    ]
+
+
+def _outermost_namespace(source: SourceFile, definition: KernelDefinition) -> Node:
+    node = source.src.root.descendant_for_byte_range(definition.start, definition.start)
+    outermost = None
+    while node is not None:
+        if node.type == "namespace_definition":
+            outermost = node
+        node = node.parent
+    if outermost is None:
+        raise BadInput(f"{definition.where()}: {definition.struct} is not inside a namespace; the tool does not know where its meta struct goes")
+    return outermost
 
 
 def _struct_block(op: str, where: str, snippet: Snippet) -> str:
@@ -252,24 +291,6 @@ def _ufunc_source_edits(tree: Tree, capture: Capture) -> list[Edit]:
         header = f"// @codemod-bypass {capture.op}: written by hand from torchgen's {snippet.name}; revert deletes this file\n"
         edits.append(Edit(rel, 0, 0, header + snippet.text, f"carry over the ufunc CPU kernel {snippet.name}"))
     return edits
-
-
-def find_structured_definitions(tree: Tree, op: str, struct_names: set[str]) -> dict[str, tuple[SourceFile, Node]]:
-    quick = re.compile(rf"FUNC2?\s*\(\s*{re.escape(op)}")  # parse only files that may hold them
-    found: dict[str, tuple[SourceFile, Node]] = {}
-    for path in sorted(tree.path(NATIVE_SOURCES).rglob("*.cpp")):
-        if not quick.search(path.read_text(errors="replace")):
-            continue
-        source = SourceFile.read(tree, tree.rel(path))
-        for node in cpp_syntax.walk(source.src.root):
-            if node.type != "function_definition":
-                continue
-            head = cpp_syntax.definition_name(node)
-            if isinstance(head, MacroHead) and (head.macro in _META_MACROS or head.macro == "TORCH_IMPL_FUNC"):
-                name = "structured_" + "_".join(arg.strip() for arg in head.args)
-                if name in struct_names:
-                    found[name] = (source, node)
-    return found
 
 
 def scaffolding(capture: Capture) -> str:

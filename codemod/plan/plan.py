@@ -88,7 +88,7 @@ def make_plan(tree: Tree, op: str, guarded: bool = False) -> Plan:
         changes=_changes(tree, edits),
         foreach_ops=tuple(foreach_ops),
         leftovers=tuple(leftovers),
-        losses=_losses(groups, removed, foreach_ops),
+        losses=_losses(groups, removed, foreach_ops, captured.other_native_structs),
         capture=captured,
         independent_paths=tuple(sorted({edit.path for edit in caller_edits})),
     )
@@ -139,7 +139,7 @@ def _changes(tree: Tree, edits: list[Edit]) -> tuple[FileChange, ...]:
     return tuple(changes)
 
 
-def _losses(groups: list[OpGroup], removed: list[str], foreach_ops: list[str]) -> tuple[str, ...]:
+def _losses(groups: list[OpGroup], removed: list[str], foreach_ops: list[str], other_native_structs: tuple[str, ...]) -> tuple[str, ...]:
     kernels: dict[str, set[str]] = defaultdict(set)
     for group in groups:
         for member in group.members:
@@ -157,6 +157,11 @@ def _losses(groups: list[OpGroup], removed: list[str], foreach_ops: list[str]) -
                 f"kernels the ufunc codegen generated for {group.out.name} on other backends (CUDA) are no longer generated; "
                 "its CPU kernel is carried over as hand-written sources"
             )
+    if other_native_structs:
+        losses.append(
+            f"torchgen no longer declares at::native::{', at::native::'.join(other_native_structs)} (other backends' "
+            "structured kernels): their TORCH_IMPL_FUNC definitions, not carried over, stop compiling in builds with those backends"
+        )
     losses.append("Meta kernels of the structured group are no longer registered (no shape inference on meta tensors)")
     if removed:
         losses.append(f"autograd: the formula of {', '.join(removed)} is removed; results carry no grad_fn")
