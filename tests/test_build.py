@@ -161,7 +161,7 @@ def test_compile_error_in_the_scaffolding_names_the_line_the_bypass_splices(cach
     target = locate(TARGET_TREE)
     entries = op_entries(target, "mul")
     capture = build.capture_for(target, "mul", entries)
-    source = build.render(capture, entries.groups)
+    source = build.render(capture, entries.groups).source
     scaffolding_at = source.index(plan_cpp.scaffolding(capture))
     broken = source[:scaffolding_at] + source[scaffolding_at:].replace(
         "op.meta(self, other);", "op.meta(self, other, no_such_name_here);", 1

@@ -30,6 +30,9 @@ from codemod.model.errors import EXIT_OK, BadInput, CodemodError, VerificationFa
 from codemod.plan.plan import FileChange, Plan, make_plan
 from codemod.model.tree import Tree, locate
 from codemod.verify.verify import verify
+from codemod.verify import bypass_ext
+from codemod.plan.plan import op_entries
+from concurrent.futures import ThreadPoolExecutor
 
 TREE_OPTION = click.option(
     "--tree", "tree_root", default=".", show_default=True, type=click.Path(file_okay=False, path_type=Path),
@@ -455,9 +458,17 @@ def build(op: str, tree_root: Path, no_check: bool, verbose: bool, in_checkout: 
 
 
 def _build_and_check(tree: Tree, op: str, check: bool, verbose: bool, captured: Capture | None = None) -> None:
-    """Compile the bypass against the installed libtorch; with CHECK, compare it with the dispatcher (exit 1 if not equal)."""
-    with progress.step(f"build: compile {op}'s bypass against the installed libtorch"):
-        built = build_step.build(tree, op, captured)
+    """Compile the bypass against the installed libtorch, as a harness and as a Python extension (both at once);
+    with CHECK, compare it with the dispatcher: C++ checks for a (self, other) op, OpInfo samples for every op
+    (exit 1 if they disagree)."""
+    from codemod.verify import opinfo_check  # imports torch (seconds): only when checking
+
+    with progress.step(f"build: compile {op}'s bypass against the installed libtorch (harness and Python extension)"):
+        capture = captured or build_step.capture_for(tree, op, op_entries(tree, op))
+        with ThreadPoolExecutor(max_workers=2) as pool:  # two compilers, two cores
+            harness = pool.submit(build_step.build, tree, op, capture)
+            extension = pool.submit(bypass_ext.load, tree, [op], {op: capture})
+            built, (module, _) = harness.result(), extension.result()
     how = "cache hit" if built.cached else "compiled"
     _say(f"{op}: {how} in {built.seconds:.2f} s: {built.executable}")
     _say(f"  source: {built.source}")
@@ -465,12 +476,22 @@ def _build_and_check(tree: Tree, op: str, check: bool, verbose: bool, captured: 
         _say(f"  to build the bypassed checkout itself: cd {tree.root} && {build_step.CHECKOUT_BUILD}")
     if not check:
         return
-    checked = build_step.run_checks(built.executable)
-    for line in checked.output.splitlines():
-        if verbose or line.startswith("FAIL") or line.startswith("checks:"):
-            _say(f"  {line}")
-    if not checked.ok:
-        raise VerificationFailed(f"{op}: the bypass disagrees with the dispatcher ({checked.failed} checks failed)")
+    if built.cpp_checks:
+        checked = build_step.run_checks(built.executable)
+        for line in checked.output.splitlines():
+            if verbose or line.startswith("FAIL") or line.startswith("checks:"):
+                _say(f"  {line}")
+        if not checked.ok:
+            raise VerificationFailed(f"{op}: the bypass disagrees with the dispatcher ({checked.failed} checks failed)")
+    report = opinfo_check.check_op(tree, op, capture, module)
+    _say(f"  {report.summary()}")
+    for failure in report.failures[:10]:
+        _say(f"  FAIL {failure}")
+    if not report.ok:
+        raise VerificationFailed(
+            f"{op}: the bypass disagrees with torch on {len(report.failures)} of {sum(report.checked.values())} "
+            f"comparisons; the first: {report.failures[0] if report.failures else 'none were made'}"
+        )
 
 
 @main.command()
@@ -510,9 +531,10 @@ def bench(
             bench_step.plot(op, times, plot_file, pyplot)
             _say(f"plot written to {plot_file}")
         if as_json:
-            measured = {"op": op, "executable": str(built.executable), "wall": times, "observed": observed, "callgrind": counts}
+            measured = {"op": op, "executable": str(built.executable), "call": built.timed_call, "wall": times,
+                        "observed": observed, "callgrind": counts}
             click.echo(report.dumps(report.bench("plain", measured)))
         else:
-            click.echo(bench_step.table(op, times, observed, counts))
+            click.echo(bench_step.table(op, times, observed, counts, built.timed_call))
 
     _run(action, "bench" if as_json else None)

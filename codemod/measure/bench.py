@@ -207,9 +207,9 @@ def call_paths(op: str, graphs: dict[str, CallGraph], calls: int) -> dict:
 
 # ---------------------------------------------------------------- report
 
-def table(op: str, times: list[dict], observed: dict[str, dict], counts: dict | None) -> str:
+def table(op: str, times: list[dict], observed: dict[str, dict], counts: dict | None, timed_call: str) -> str:
     lines = [
-        f"{op}: dispatcher `at::{op}(a, b)` vs bypass `codemod_ext_{op}::{op}(a, b)` (float32, one process, interleaved)",
+        f"{op}: dispatcher `at::` vs bypass `codemod_ext_{op}::` (one process, interleaved), calling {timed_call}",
         f"{'':>10}  {'ns/call, best round':^30}  {'':>6}  {'ns/call, median round':^30}",
         f"{'elements':>10}  {'dispatcher':>14}  {'bypass':>14}  {'ratio':>6}  {'dispatcher':>14}  {'bypass':>14}",
     ]

@@ -32,7 +32,7 @@ _APPENDED = """
 namespace {
 const char* const kNames[] = {"dispatch", "bypass", "guarded"};  // PATHS in guarded_bench.py
 
-at::Tensor guarded_functional(const at::Tensor& self, const at::Tensor& other, const Extra& x) {
+at::Tensor guarded_functional(const Sample& s) {
   return @GUARDED_CALL@;
 }
 
@@ -41,12 +41,12 @@ int time_three(int argc, char** argv) {
   const Path paths[] = {dispatch_functional, bypass_functional, guarded_functional};
   for (int i = 0; i < argc; ++i) {
     const long numel = std::atol(argv[i]);
-    auto a = at::randn({numel}), b = at::randn({numel});
-    TORCH_CHECK(at::equal(dispatch_functional(a, b, kDefaults), guarded_functional(a, b, kDefaults)), "the paths disagree");
-    const long calls = std::max(1L, static_cast<long>(1e6 / ns_per_call(dispatch_functional, a, b, 20)));
+    const auto s = make_sample(numel);
+    TORCH_CHECK(at::equal(dispatch_functional(s), guarded_functional(s)), "the paths disagree");
+    const long calls = std::max(1L, static_cast<long>(1e6 / ns_per_call(dispatch_functional, s, 20)));
     std::vector<double> rounds[3];
     for (int round = 0; round < 41; ++round)
-      for (int p = 0; p < 3; ++p) rounds[p].push_back(ns_per_call(paths[p], a, b, calls));
+      for (int p = 0; p < 3; ++p) rounds[p].push_back(ns_per_call(paths[p], s, calls));
     std::printf("{\\"numel\\": %ld", numel);
     for (int p = 0; p < 3; ++p)
       std::printf(", \\"%s_ns\\": %.1f, \\"%s_median_ns\\": %.1f", kNames[p], *std::min_element(rounds[p].begin(), rounds[p].end()),
@@ -57,10 +57,10 @@ int time_three(int argc, char** argv) {
 }
 
 int guarded_calls(long n) {
-  auto a = at::randn({2}), b = at::randn({2});
+  const auto s = make_sample(2);
   CALLGRIND_START_INSTRUMENTATION;
   for (long i = 0; i < n; ++i) {
-    auto r = guarded_functional(a, b, kDefaults);
+    auto r = guarded_functional(s);
     asm volatile("" : : "r"(r.unsafeGetTensorImpl()) : "memory");
   }
   CALLGRIND_STOP_INSTRUMENTATION;
@@ -81,16 +81,16 @@ def render(tree: Tree, op: str) -> str:
     entries = op_entries(tree, op)
     capture = build.capture_for(tree, op, entries)
     harness = build.render(capture, entries.groups)
-    if _HARNESS_MAIN not in harness:
+    if _HARNESS_MAIN not in harness.source:
         raise VerificationFailed(f"{build.HARNESS_TEMPLATE}: no `{_HARNESS_MAIN}` to hand the harness's modes to")
     guarded_capture = build.capture_for(tree, op, op_entries(tree, op, guarded=True))
-    dispatcher_call = build.harness_group(capture, entries.groups[0]).calls[0]  # "at::mul(self, other)"
+    dispatcher_call = harness.timed.dispatcher_call  # "at::mul(s.self, s.other)"
     appended = (
         _APPENDED.replace("@OP@", op)
         .replace("@GUARDED@", guarded_ext.guarded_source(guarded_capture))
         .replace("@GUARDED_CALL@", guarded_ext.ext_namespace(op) + "::" + dispatcher_call.removeprefix("at::"))
     )
-    return harness.replace(_HARNESS_MAIN, "int harness_main(int argc, char** argv) {") + appended
+    return harness.source.replace(_HARNESS_MAIN, "int harness_main(int argc, char** argv) {") + appended
 
 
 def measure(tree: Tree, op: str, sizes: tuple[int, ...], callgrind: bool) -> dict:

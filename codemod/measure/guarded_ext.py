@@ -10,27 +10,21 @@ names, and exposes it to Python:
 - each method as a free function taking `self`: `ext.method_mul_(a, b)` is `a.mul_(b)`;
 - `ext.cpu_fast_path(*tensors)` (2 or 3 tensors): the guard's decision, for the tests.
 
-Built with torch.utils.cpp_extension (ninja, the installed torch's flags and pybind11),
-cached under `cpp_ext/build/` by the hash of source + flags + torch and Python versions;
-a cache hit only imports the shared library.
+Built and cached by `codemod.verify.extension` (torch.utils.cpp_extension); a cache hit
+only imports the shared library.
 """
 from __future__ import annotations
 
-import importlib.metadata
-import importlib.util
 import re
-import sys
-from pathlib import Path
 from types import ModuleType
 
 from codemod.plan import guarded as plan_guarded
-from codemod.verify.build import Parameter, _digest, cached_build, capture_for, keep_failed, parameters
+from codemod.verify import extension
+from codemod.verify.build import Parameter, capture_for, parameters
 from codemod.capture.capture import Capture
-from codemod.model.errors import VerificationFailed
 from codemod.plan.plan import op_entries
 from codemod.model.tree import Tree
 
-CFLAGS = ("-O2",)  # as `codemod build`; torch.utils.cpp_extension adds no optimisation level of its own
 METHOD_PREFIX = "method_"
 SCALAR = "at::Scalar"
 # `Tensor::mul_(` with or without parameters after it: the method's name and whether it has any.
@@ -93,12 +87,7 @@ def render(capture: Capture, module_name: str) -> str:
         "",
         "#include <torch/csrc/utils/pybind.h>",
         "",
-        "// pybind11 cannot load a c10::Scalar; a Python bool, int or float keeps its kind, as torch's own bindings do",
-        "at::Scalar to_scalar(py::handle value) {",
-        "  if (py::isinstance<py::bool_>(value)) return value.cast<bool>();",
-        "  if (py::isinstance<py::int_>(value)) return value.cast<int64_t>();",
-        "  return value.cast<double>();",
-        "}",
+        extension.TO_SCALAR,
         "",
         f"PYBIND11_MODULE({module_name}, m) {{",
         *bindings,
@@ -114,46 +103,5 @@ def render(capture: Capture, module_name: str) -> str:
 
 def load(tree: Tree, op: str) -> tuple[ModuleType, bool]:
     """The compiled extension of OP's guarded bypass, and whether it came from the cache."""
-    import torch  # noqa: F401  (the extension links against the libraries torch loads)
-
     capture = capture_for(tree, op, op_entries(tree, op, guarded=True))
-    stem = f"codemod_guarded_{op}"
-    key = _digest(render(capture, stem), "\0".join(CFLAGS), importlib.metadata.version("torch"), sys.version)[:16]
-    name = f"{stem}_{key}"  # the module's name is in its source, so the key is taken over the source without it
-    built: list[ModuleType] = []
-
-    def make(scratch: Path) -> None:
-        source = scratch / f"{name}.cpp"
-        source.write_text(render(capture, name))
-        built.append(_compile(name, source, scratch))
-
-    out_dir, cached = cached_build(name, f"{name}.so", make)
-    if cached:
-        return _import(name, out_dir / f"{name}.so"), True
-    sys.modules[name] = built[0]
-    return built[0], False
-
-
-def _compile(name: str, source: Path, build_dir: Path) -> ModuleType:
-    from torch.utils import cpp_extension
-
-    try:
-        return cpp_extension.load(
-            name, [str(source)], extra_cflags=list(CFLAGS), build_directory=str(build_dir), verbose=False,
-        )
-    except RuntimeError as error:
-        errors = [line for line in str(error).splitlines() if "error" in line][:20]
-        raise VerificationFailed(
-            f"compiling the guarded extension of {name} failed; source kept at {keep_failed(source, name)}:\n"
-            + "\n".join(errors or [str(error)])
-        ) from None
-
-
-def _import(name: str, library: Path) -> ModuleType:
-    if name in sys.modules:
-        return sys.modules[name]
-    spec = importlib.util.spec_from_file_location(name, library)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    sys.modules[name] = module
-    return module
+    return extension.load(f"codemod_guarded_{op}", lambda name: render(capture, name))

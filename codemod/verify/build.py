@@ -12,6 +12,7 @@ the capture (two torchgen runs) is cached by the hash of everything it reads.
 """
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import importlib.metadata
 import importlib.util
@@ -97,6 +98,8 @@ class Built:
     cached: bool
     seconds: float
     key: str
+    cpp_checks: bool = False  # the harness has the C++ checks of a (self, other) op
+    timed_call: str = ""  # the representative call `time` and `calls` make, as a human reads it
 
 
 # ---------------------------------------------------------------- torch / compiler
@@ -257,6 +260,10 @@ class HarnessGroup:
     calls: tuple[str, ...]  # dispatcher/bypass x functional/out=/in-place, each extra passed as `x.NAME`
 
 
+class NoCppChecks(BadInput):
+    """The op's signature is not the harness's `(self, other, ...)` with an in-place overload."""
+
+
 def _api(functions: tuple[ApiFunction, ...], overload: str, name: str, op: str) -> ApiFunction:
     found = next((f for f in functions if f.overload == overload and f.name == name), None)
     if found is None:
@@ -267,7 +274,7 @@ def _api(functions: tuple[ApiFunction, ...], overload: str, name: str, op: str) 
 def _default(op: str, extra: Parameter, declaration: str) -> str:
     unset = next((value for prefix, value in UNSET.items() if extra.type.startswith(prefix)), None)
     if extra.default is None and unset is None:
-        raise BadInput(f"{op}: `{extra.name}` in {declaration} has no default; the harness knows no value for it")
+        raise NoCppChecks(f"{op}: `{extra.name}` in {declaration} has no default; the harness knows no value for it")
     return extra.default or unset
 
 
@@ -275,13 +282,13 @@ def harness_group(capture: Capture, group: OpGroup) -> HarnessGroup:
     op = capture.op
     delegates = {d.name.split(".")[0]: d.name for d in group.delegates}
     if op not in delegates or f"{op}_" not in delegates:
-        raise BadInput(f"{op}: the harness needs a functional and an in-place overload of {group.out.name}; "
+        raise NoCppChecks(f"{op}: the harness needs a functional and an in-place overload of {group.out.name}; "
                        f"it has {', '.join(delegates.values()) or 'none'}")
     functional, inplace, out = delegates[op], delegates[f"{op}_"], group.out.name
     declaration = _api(capture.functions, functional, op, op).declaration
     params = parameters(declaration)
     if [p.name for p in params[:2]] != ["self", "other"]:
-        raise BadInput(f"{op}: the harness calls `at::{op}(self, other, ...)`; the declaration is {declaration}")
+        raise NoCppChecks(f"{op}: the harness calls `at::{op}(self, other, ...)`; the declaration is {declaration}")
     extras = tuple(Parameter(e.name, e.type, _default(op, e, declaration)) for e in params[2:])
     extra_names = {e.name for e in extras}
 
@@ -289,7 +296,7 @@ def harness_group(capture: Capture, group: OpGroup) -> HarnessGroup:
         names = [p.name for p in parameters(declaration)]
         unknown = [n for n in names if n not in TENSOR_PARAMETERS and n not in extra_names]
         if unknown:
-            raise BadInput(f"{op}: the harness has no value for {', '.join(unknown)} of {declaration}")
+            raise NoCppChecks(f"{op}: the harness has no value for {', '.join(unknown)} of {declaration}")
         return f"{callee}({', '.join(n if n in TENSOR_PARAMETERS else f'x.{n}' for n in names)})"
 
     def bypass(overload: str) -> str:
@@ -318,14 +325,9 @@ def _extra_fields(op: str, groups: list[HarnessGroup]) -> str:
     return "\n".join(f"  {e.type} {e.name} = {e.default};" for e in fields.values())
 
 
-def _suffix(index: int) -> str:
-    """Of the names of a group's functions: none for the first group, which timing and callgrind call."""
-    return f"_{index}" if index else ""
-
-
 def _group_functions(index: int, group: HarnessGroup) -> str:
     calls = ",\n              ".join(group.calls)
-    return f"HARNESS_GROUP({_suffix(index)},\n              {calls})"
+    return f"HARNESS_GROUP(_{index},\n              {calls})"
 
 
 def _group_entry(index: int, group: HarnessGroup) -> str:
@@ -336,22 +338,139 @@ def _group_entry(index: int, group: HarnessGroup) -> str:
         for e in group.extras
         for value in (*VALUES_BY_TYPE.get(e.type, ()), *VALUES_BY_NAME.get(e.name, ()))
     ]
-    functions = ", ".join(f"{name}{_suffix(index)}" for name in (
+    functions = ", ".join(f"{name}_{index}" for name in (
         "dispatch_functional", "bypass_functional", "dispatch_out", "bypass_out", "dispatch_inplace", "bypass_inplace"
     ))
     return f"      {{{functions},\n       {{{', '.join(variants)}}}}},"
 
 
-def render(capture: Capture, groups: tuple[OpGroup, ...]) -> str:
-    """The harness source: plan_cpp's rendering of the scaffolding, in the extension's namespace,
-    and the calls of each structured group."""
-    harness_groups = [harness_group(capture, g) for g in groups]
-    includes = [i for i in capture.cpu_includes if "Functions.h>" not in i and "library.h>" not in i]
+def harness_includes(capture: Capture) -> list[str]:
+    """The CPU registration's includes, less the all-op and registration headers the scaffolding does not need."""
+    return [i for i in capture.cpu_includes if "Functions.h>" not in i and "library.h>" not in i]
+
+
+def cpp_checked_groups(capture: Capture, groups: tuple[OpGroup, ...]) -> list[HarnessGroup]:
+    """The groups as the harness's C++ checks call them; none when the op's signature is not theirs."""
+    try:
+        return [harness_group(capture, g) for g in groups]
+    except NoCppChecks:
+        return []
+
+
+# The storage a sample keeps for an argument whose C++ type is a view (by the type without const and &), and
+# how a stored `{}` is passed. Every other type is stored as declared.
+_STORED = {
+    "at::IntArrayRef": ("std::vector<int64_t>", "{}"),
+    "at::OptionalIntArrayRef": ("std::optional<std::vector<int64_t>>", "({0} ? at::OptionalIntArrayRef(*{0}) : at::OptionalIntArrayRef())"),
+}
+_SCALAR_TYPES = {"float32": "Float", "float64": "Double", "int64": "Long", "int32": "Int", "int16": "Short", "int8": "Char",
+                 "uint8": "Byte", "bool": "Bool", "float16": "Half", "bfloat16": "BFloat16", "complex64": "ComplexFloat",
+                 "complex128": "ComplexDouble"}
+
+
+def _cpp_value(value: object) -> str:
+    """VALUE (a sample's non-tensor argument) as a C++ expression."""
+    if value is None:
+        return "std::nullopt"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return repr(value)
+    if isinstance(value, complex):
+        return f"c10::complex<double>({value.real!r}, {value.imag!r})"
+    if isinstance(value, (list, tuple)):
+        return f"std::vector<int64_t>{{{', '.join(map(str, value))}}}"
+    if isinstance(value, str):
+        return json.dumps(value)
+    dtype = str(value).removeprefix("torch.")
+    if dtype in _SCALAR_TYPES:
+        return f"at::ScalarType::{_SCALAR_TYPES[dtype]}"
+    raise BadInput(f"the timed call cannot pass {value!r} from C++")
+
+
+def _stored(param: Parameter) -> tuple[str, str]:
+    plain = re.sub(r"\s+", "", param.type).removeprefix("::")
+    return _STORED.get(plain, (param.type, "{}"))
+
+
+@dataclass(frozen=True)
+class TimedCall:
+    """The harness's Sample (one representative call's arguments), make_sample(numel), requiring_grad(sample)
+    and both paths' calls. Tensors become N-element float32 tensors."""
+
+    source: str
+    dispatcher_call: str  # "at::sum(s.self, ...)", the arguments as a Sample `s` holds them
+    shown: str  # the call as a human reads it
+
+
+def timed_call(capture: Capture, group: OpGroup) -> TimedCall:
+    from codemod.verify import samples  # imports torch: only when a harness is rendered
+
+    op = capture.op
+    checked = samples.group_of(group)
+    if checked.functional is None:
+        raise BadInput(f"{op}: bench times the functional overload, and {group.out.name}'s group has none")
+    call = samples.representative(checked, op)
+    functional = checked.functional.name
+    dispatcher = parameters(_api(capture.functions, functional, functional.split(".")[0], op).declaration)
+    wrapper = next(s for s in capture.cpu_scaffolding if s.name == capture.cpu_wrappers[functional])
+    tensors = [p.name for p in dispatcher if samples.is_tensor_value(call.arguments[p.name])]
+    fields = "\n".join(f"  {_stored(p)[0]} {p.name};" for p in dispatcher)
+    assigned = "\n".join(
+        f"  s.{p.name} = " + ("at::randn({numel})" if p.name in tensors else _cpp_value(call.arguments[p.name])) + ";"
+        for p in dispatcher
+    )
+
+    def passed(params: list[Parameter]) -> str:
+        return ", ".join(_stored(p)[1].format(f"s.{p.name}") for p in params)
+
+    dispatcher_call = f"at::{functional.split('.')[0]}({passed(dispatcher)})"
+
+    source = f"""struct Sample {{
+{fields}
+}};
+
+Sample make_sample(long numel) {{
+  Sample s;
+{assigned}
+  return s;
+}}
+
+// the same call with its first tensor requiring grad: does the result get a grad_fn?
+Sample requiring_grad(Sample s) {{
+  s.{tensors[0]} = s.{tensors[0]}.detach().set_requires_grad(true);
+  return s;
+}}
+
+at::Tensor dispatch_functional(const Sample& s) {{ return {dispatcher_call}; }}
+at::Tensor bypass_functional(const Sample& s) {{
+  return {ext_namespace(op)}::{capture.native_kernels[functional]}({passed(parameters(wrapper.text))});
+}}"""
+    shown = ", ".join(
+        f"{p.name}=float32[N]" if p.name in tensors else f"{p.name}={call.arguments[p.name]!r}" for p in dispatcher
+    )
+    return TimedCall(source, dispatcher_call, f"{functional}({shown}) [{call.source}]")
+
+
+@dataclass(frozen=True)
+class Harness:
+    source: str
+    cpp_checked: list[HarnessGroup]  # empty: the op's signature has no C++ checks (Python checks it)
+    timed: TimedCall
+
+
+def render(capture: Capture, groups: tuple[OpGroup, ...]) -> Harness:
+    """The harness: plan_cpp's rendering of the scaffolding, in the extension's namespace, the representative
+    call both paths time, and (for a (self, other) op) the C++ checks of each group."""
+    harness_groups = cpp_checked_groups(capture, groups)
+    timed = timed_call(capture, groups[0])
     replacements = {
         "@SCAFFOLDING@": plan_cpp.scaffolding(capture),
-        "@INCLUDES@": "\n".join(includes),
+        "@INCLUDES@": "\n".join(harness_includes(capture)),
         "@NS@": ext_namespace(capture.op),
         "@OP@": capture.op,
+        "@TIMED_CALL@": timed.source,
+        "@HAS_CHECKS@": "1" if harness_groups else "0",
         "@EXTRA_FIELDS@": _extra_fields(capture.op, harness_groups),
         "@GROUP_FUNCTIONS@": "\n".join(_group_functions(i, g) for i, g in enumerate(harness_groups)),
         "@GROUPS@": "\n".join(_group_entry(i, g) for i, g in enumerate(harness_groups)),
@@ -359,7 +478,7 @@ def render(capture: Capture, groups: tuple[OpGroup, ...]) -> str:
     text = HARNESS_TEMPLATE.read_text()
     for marker, value in replacements.items():
         text = text.replace(marker, value)
-    return text
+    return Harness(text, harness_groups, timed)
 
 
 def build(tree: Tree, op: str, captured: Capture | None = None) -> Built:
@@ -367,9 +486,11 @@ def build(tree: Tree, op: str, captured: Capture | None = None) -> Built:
     tree where `codemod bypass OP` splices that line. CAPTURED: the plan's capture, when there is one."""
     entries = op_entries(tree, op)
     capture = captured or capture_for(tree, op, entries)
-    source = render(capture, entries.groups)
+    harness = render(capture, entries.groups)
+    source = harness.source
     try:
-        return compile_source(source, name=op)
+        built = compile_source(source, name=op)
+        return dataclasses.replace(built, cpp_checks=bool(harness.cpp_checked), timed_call=harness.timed.shown)
     except CompileFailed as failed:
         spliced = spliced_errors(tree, capture, source, failed.errors)
         if not spliced:

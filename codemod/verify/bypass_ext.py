@@ -1,0 +1,126 @@
+"""The bypass's CPU scaffolding as a Python extension, for the check against torch.
+
+The source holds exactly what `codemod bypass OP` splices into the native source
+(`plan_cpp.scaffolding`: the CPU helpers, structured classes, wrappers and the
+`at::native::` forwards), in namespace `codemod_ext_OP` as `codemod build`'s harness
+has it, compiled against the installed, unmodified libtorch (whose headers still
+declare, and whose library exports, the meta and native structs). Each overload of
+each structured group with a CPU wrapper is bound under its overload name with dots
+as underscores (`ext.sum_dim_IntList(self=..., dim=..., keepdim=..., dtype=...)`,
+`ext.cumsum_out(..., out=...)`, `ext.cumsum_(...)`), its parameters by the names
+of the captured declaration; `ext.quietly(f)` runs `f()` with libtorch's warnings off. Several ops can share one extension (one compile).
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from types import ModuleType
+
+from codemod.capture.capture import Capture
+from codemod.model.errors import BadInput
+from codemod.plan import cpp as plan_cpp
+from codemod.verify import extension
+from codemod.verify.build import Parameter, capture_for, ext_namespace, harness_includes, parameters
+from codemod.plan.plan import op_entries
+from codemod.model.tree import Tree
+
+# A parameter's type (as declared, without const and &) -> the type the binding takes from Python, and how
+# the taken value `{}` is passed on. pybind11 (with torch's casters) converts the rest by value.
+_TAKEN = {
+    "at::Scalar": ("py::handle", "to_scalar({})"),
+    "std::optional<at::Scalar>": ("py::handle", "({0}.is_none() ? std::optional<at::Scalar>() : std::optional<at::Scalar>(to_scalar({0})))"),
+    "at::IntArrayRef": ("std::vector<int64_t>", "{}"),
+    "at::OptionalIntArrayRef": ("std::optional<std::vector<int64_t>>", "({0} ? at::OptionalIntArrayRef(*{0}) : at::OptionalIntArrayRef())"),
+    "std::optional<c10::string_view>": ("std::optional<std::string>", "({0} ? std::optional<c10::string_view>(*{0}) : std::nullopt)"),
+    "c10::string_view": ("std::string", "c10::string_view({})"),
+}
+_BY_VALUE = {
+    "at::Tensor", "std::optional<at::Tensor>", "bool", "int64_t", "double", "at::ScalarType",
+    "std::optional<at::ScalarType>", "std::optional<int64_t>", "std::optional<double>", "std::optional<bool>",
+}
+
+
+@dataclass(frozen=True)
+class Bound:
+    """An overload the extension binds: its Python name and the C++ function it calls."""
+
+    overload: str
+    python_name: str
+    callee: str
+    params: tuple[Parameter, ...]
+
+
+def _plain_type(type_: str) -> str:
+    return re.sub(r"\s+", "", type_).removeprefix("::").replace("<::", "<")
+
+
+def bound_overloads(capture: Capture) -> list[Bound]:
+    """Every overload with a CPU wrapper, bound to the at::native:: forward the bypass writes for it."""
+    found = []
+    for overload, wrapper in capture.cpu_wrappers.items():
+        snippet = next((s for s in capture.cpu_scaffolding if s.name == wrapper), None)
+        if snippet is None:
+            raise BadInput(f"{capture.op}: the CPU wrapper {wrapper} of {overload} was not captured")
+        callee = f"{ext_namespace(capture.op)}::{capture.native_kernels[overload]}"
+        found.append(Bound(overload, overload.replace(".", "_"), callee, tuple(parameters(snippet.text))))
+    return found
+
+
+def binding(bound: Bound) -> str:
+    """`m.def` of a lambda taking each parameter as Python gives it, passing it on as the C++ function wants."""
+    taken, passed = [], []
+    for p in bound.params:
+        plain = _plain_type(p.type)
+        if plain in _TAKEN:
+            python_type, expression = _TAKEN[plain]
+        elif plain in _BY_VALUE:
+            python_type, expression = plain, "{}"
+        else:
+            raise BadInput(f"{bound.overload}: the check cannot pass `{p.name}` of type {p.type} from Python")
+        taken.append(f"{python_type} {p.name}")
+        passed.append(expression.format(p.name))
+    names = "".join(f', py::arg("{p.name}")' for p in bound.params)
+    return (f'  m.def("{bound.python_name}", []({", ".join(taken)}) -> at::Tensor {{\n'
+            f'    return {bound.callee}({", ".join(passed)});\n  }}{names});')
+
+
+def render(captures: list[Capture], module_name: str) -> str:
+    includes = dict.fromkeys(i for c in captures for i in harness_includes(c))
+    return "\n".join([
+        "// The CPU scaffolding `codemod bypass` writes (rendered by plan_cpp, not copied), bound for Python.",
+        "#include <ATen/ATen.h>",
+        "#include <ATen/NativeFunctions.h>",
+        "#include <ATen/native/Resize.h>",
+        *includes,
+        "",
+        *(f"namespace {ext_namespace(c.op)} {{\nusing namespace at;  // the spliced text lives in namespace at::native\n"
+          f"{plan_cpp.scaffolding(c)}\n}} // namespace {ext_namespace(c.op)}\n" for c in captures),
+        "#include <torch/csrc/utils/pybind.h>",
+        "",
+        extension.TO_SCALAR,
+        "",
+        "// The check compares results and errors; libtorch's warnings (out= resized, ...) would only be noise.",
+        "struct Silent final : c10::WarningHandler {",
+        "  void process(const c10::Warning&) override {}",
+        "} silent;",
+        "",
+        f"PYBIND11_MODULE({module_name}, m) {{",
+        '  m.def("quietly", [](py::function run) {',
+        "    c10::WarningUtils::WarningHandlerGuard quiet(&silent);",
+        "    return run();",
+        "  });",
+        *(binding(b) for c in captures for b in bound_overloads(c)),
+        "}",
+        "",
+    ])
+
+
+def load(tree: Tree, ops: list[str], captured: dict[str, Capture] | None = None) -> tuple[ModuleType, bool]:
+    """One extension binding the bypass of every op of OPS; CAPTURED: plans' captures, by op, where there are."""
+    captured = captured or {}
+    captures = [captured.get(op) or capture_for(tree, op, op_entries(tree, op)) for op in ops]
+    for capture in captures:  # refuse an unbindable signature before compiling anything
+        for bound in bound_overloads(capture):
+            binding(bound)
+    stem = f"codemod_check_{ops[0]}" if len(ops) == 1 else f"codemod_check_{len(ops)}_ops"
+    return extension.load(stem, lambda name: render(captures, name))

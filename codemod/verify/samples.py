@@ -1,0 +1,312 @@
+"""The inputs the bypass check calls each structured group with.
+
+- PyTorch's own OpInfo sample inputs (`torch.testing._internal.common_methods_invocations.op_db`,
+  imported once per process): each sample of the op's OpInfos, in the dtypes the OpInfo
+  supports on CPU among DTYPES, bound to the group's arguments by the schema; a sample that
+  fits another overload (`mul(t, 2)` is mul.Scalar) is left to that overload.
+- Calls generated from the schema (torchgen's FunctionSchema): Tensor arguments random,
+  Scalar 2 and 0.5, int dims valid for the shape, bool both, optional None and a value.
+- Our edge cases on top: dtypes, broadcasting, non-contiguous and channels-last tensors,
+  0-dim and empty tensors (`edge_calls`); the out= cases are the checker's.
+"""
+from __future__ import annotations
+
+import functools
+import itertools
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import torch
+from torchgen.model import Argument, BaseTy, BaseType, FunctionSchema, ListType, OptionalType, SchemaKind, Type
+
+from codemod.model.errors import BadInput
+from codemod.model.native_yaml import OpGroup
+
+DTYPES = (torch.float32, torch.float64, torch.int64, torch.bool, torch.complex64)
+# Beyond this many combinations of generated values, each argument varies alone from the first combination.
+MAX_COMBINATIONS = 64
+VALUES_BY_NAME = {"rounding_mode": ("trunc", "floor")}
+
+
+@dataclass(frozen=True)
+class Overload:
+    name: str  # "sum.dim_IntList"
+    schema: FunctionSchema  # the tree's own, parsed by torchgen
+
+    @property
+    def kind(self) -> SchemaKind:
+        return self.schema.kind()
+
+    @property
+    def python_name(self) -> str:
+        """Its function in the extension, and the attribute path of torch.ops.aten."""
+        return self.name.replace(".", "_")
+
+    def reference(self):
+        """The installed torch's dispatcher entry for this overload: what the bypass must agree with."""
+        base, _, overload = self.name.partition(".")
+        packet = getattr(torch.ops.aten, base, None)
+        found = getattr(packet, overload or "default", None) if packet is not None else None
+        if found is None:
+            raise BadInput(f"the installed torch has no aten::{self.name} to check the bypass against")
+        return found
+
+
+@dataclass(frozen=True)
+class Group:
+    """A structured group's overloads, and its arguments (those of its out= overload, less out)."""
+
+    functional: Overload | None
+    inplace: Overload | None
+    out: Overload
+
+    @property
+    def arguments(self) -> tuple[Argument, ...]:
+        return tuple(a for a in self.out.schema.arguments.flat_all if a not in self.out.schema.arguments.out)
+
+    @property
+    def overloads(self) -> tuple[Overload, ...]:
+        return tuple(o for o in (self.functional, self.out, self.inplace) if o is not None)
+
+
+def group_of(op_group: OpGroup) -> Group:
+    overloads = [Overload(m.name, FunctionSchema.parse(str(m.values["func"]))) for m in op_group.members]
+    by_kind = {o.kind: o for o in overloads}
+    return Group(by_kind.get(SchemaKind.functional), by_kind.get(SchemaKind.inplace), by_kind[SchemaKind.out])
+
+
+@dataclass(frozen=True)
+class Call:
+    """One set of arguments for a group, by name (out= excluded), and where it came from."""
+
+    source: str  # "OpInfo sum sample 3", "schema", "edge: channels-last"
+    arguments: dict[str, object]
+    # an OpInfo sample whose in-place call would have to grow self: PyTorch's tests skip in-place then;
+    # our own broadcast case runs it (both paths must raise)
+    broadcasts_input: bool = False
+
+    def describe(self) -> str:
+        return f"{self.source}: " + ", ".join(f"{name}={_show(value)}" for name, value in self.arguments.items())
+
+
+def _show(value: object) -> str:
+    if isinstance(value, torch.Tensor):
+        layout = "" if value.is_contiguous() or value.dim() < 2 else (
+            " channels-last" if value.dim() == 4 and value.is_contiguous(memory_format=torch.channels_last) else " non-contiguous"
+        )
+        return f"{str(value.dtype).removeprefix('torch.')}{list(value.shape)}{layout}"
+    return repr(value)
+
+
+# ---------------------------------------------------------------- OpInfo samples
+
+@functools.cache
+def op_db() -> tuple:
+    """PyTorch's OpInfos (about 4 s to import; needs numpy and expecttest)."""
+    try:
+        from torch.testing._internal.common_methods_invocations import op_db as db
+    except ImportError as error:
+        raise BadInput(f"the bypass check uses PyTorch's OpInfo samples, which need numpy and expecttest: {error}") from None
+    return tuple(db)
+
+
+def opinfos(op: str) -> list:
+    return [info for info in op_db() if info.name == op or info.aten_name == op]
+
+
+def supported_dtypes(infos: list) -> list[torch.dtype]:
+    supported = set().union(*(info.supported_dtypes("cpu") for info in infos)) if infos else set(DTYPES)
+    return [d for d in DTYPES if d in supported]
+
+
+def opinfo_calls(group: Group, op: str, dtype: torch.dtype) -> Iterator[Call]:
+    """The OpInfo samples of OP in DTYPE that bind to GROUP's arguments."""
+    for info in opinfos(op):
+        label = f"OpInfo {info.name}{'.' + info.variant_test_name if info.variant_test_name else ''}"
+        for index, sample in enumerate(info.sample_inputs("cpu", dtype)):
+            bound = bind(group, (sample.input, *sample.args), sample.kwargs)
+            if bound is not None:
+                yield Call(f"{label} sample {index}", bound, bool(sample.broadcasts_input))
+
+
+def representative(group: Group, op: str) -> Call:
+    """The call bench times: the first float32 OpInfo sample whose tensors are all 1-D of one length (so its
+    other arguments hold for N-element tensors), else the first call generated for 2-element tensors."""
+    for call in opinfo_calls(group, op, torch.float32):
+        shapes = {v.shape for v in call.arguments.values() if is_tensor_value(v)}
+        if len(shapes) == 1 and len(next(iter(shapes))) == 1:
+            return call
+    return schema_calls(group, (2,), torch.float32, "generated from the schema")[0]
+
+
+def is_tensor_value(value: object) -> bool:
+    return isinstance(value, torch.Tensor)
+
+
+def bind(group: Group, args: tuple, kwargs: dict) -> dict[str, object] | None:
+    """ARGS and KWARGS by the group's argument names, defaults filled in; None when they fit another overload."""
+    arguments = group.arguments
+    positional = group.out.schema.arguments.flat_positional
+    if len(args) > len(positional):
+        return None
+    bound = dict(zip((a.name for a in positional), args))
+    for name, value in kwargs.items():
+        if name in bound or name not in {a.name for a in arguments}:
+            return None
+        bound[name] = value
+    defaults = _reference_defaults(group)
+    for argument in arguments:
+        if argument.name not in bound:
+            if argument.name not in defaults:
+                return None
+            bound[argument.name] = defaults[argument.name]
+    if not all(accepts(a.type, bound[a.name]) for a in arguments):
+        return None
+    return {a.name: normalized(a.type, bound[a.name]) for a in arguments}
+
+
+def _reference_defaults(group: Group) -> dict[str, object]:
+    """Default values as Python objects, from the installed torch's schema of the out= overload."""
+    return {a.name: a.default_value for a in group.out.reference()._schema.arguments if a.has_default_value()}
+
+
+def accepts(type_: Type, value: object) -> bool:
+    if isinstance(type_, OptionalType):
+        return value is None or accepts(type_.elem, value)
+    if isinstance(type_, ListType):
+        elem = type_.elem
+        if isinstance(elem, BaseType) and elem.name in (BaseTy.int, BaseTy.SymInt):
+            return _is_int(value) or (isinstance(value, (list, tuple)) and all(_is_int(v) for v in value))
+        return isinstance(value, (list, tuple)) and all(accepts(elem, v) for v in value)
+    if not isinstance(type_, BaseType):
+        return False
+    name = type_.name
+    if name == BaseTy.Tensor:
+        return isinstance(value, torch.Tensor)
+    if name == BaseTy.Scalar:
+        return isinstance(value, (bool, int, float, complex))
+    if name in (BaseTy.int, BaseTy.SymInt):
+        return _is_int(value)
+    if name == BaseTy.float:
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if name == BaseTy.bool:
+        return isinstance(value, bool)
+    if name == BaseTy.str:
+        return isinstance(value, str)
+    if name == BaseTy.ScalarType:
+        return isinstance(value, torch.dtype)
+    return False
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def normalized(type_: Type, value: object) -> object:
+    """An int where an int list goes becomes a one-element list, as torch's Python binding reads it."""
+    list_type = type_.elem if isinstance(type_, OptionalType) else type_
+    if isinstance(list_type, ListType) and value is not None:
+        return [value] if _is_int(value) else list(value)
+    return value
+
+
+# ---------------------------------------------------------------- generated from the schema
+
+def make_tensor(shape: tuple[int, ...], dtype: torch.dtype) -> torch.Tensor:
+    if dtype == torch.bool:
+        return torch.randint(0, 2, shape).bool()
+    if not dtype.is_floating_point and not dtype.is_complex:
+        return torch.randint(-9, 10, shape, dtype=dtype)
+    return torch.randn(shape, dtype=dtype)
+
+
+A_TENSOR = object()  # a generated value: a fresh tensor of the call's shape and dtype
+
+
+def values(argument: Argument, ndim: int) -> tuple[object, ...]:
+    """The values a generated call tries for ARGUMENT (A_TENSOR where a tensor goes)."""
+    type_ = argument.type
+    optional = isinstance(type_, OptionalType)
+    base = type_.elem if optional else type_
+    if argument.name in VALUES_BY_NAME:
+        found: tuple[object, ...] = VALUES_BY_NAME[argument.name]
+    elif isinstance(base, ListType):
+        found = _dim_lists(ndim)
+    elif not isinstance(base, BaseType):
+        raise BadInput(f"the check cannot generate a value for `{argument.name}` ({type_})")
+    else:
+        found = {
+            BaseTy.Tensor: (A_TENSOR,),
+            BaseTy.Scalar: (2, 0.5),
+            BaseTy.float: (2.0, 0.5),
+            BaseTy.bool: (False, True),
+            BaseTy.int: (0, -1) if ndim else (0,),
+            BaseTy.SymInt: (0, -1) if ndim else (0,),
+            BaseTy.ScalarType: (torch.float64,),
+        }.get(base.name, ())
+        if not found:
+            raise BadInput(f"the check cannot generate a value for `{argument.name}` ({type_})")
+    if optional:
+        several = isinstance(base, ListType) or argument.name in VALUES_BY_NAME  # dims and modes: each of them
+        return (None, *(found if several else found[:1]))
+    return found
+
+
+def _dim_lists(ndim: int) -> tuple[list[int], ...]:
+    """Dims valid for a tensor of NDIM dimensions: none, the first, the last, the first two."""
+    if ndim == 0:
+        return ([], [0])
+    return ([], [0], [-1], *([[0, 1]] if ndim > 1 else []))
+
+
+def schema_calls(group: Group, shapes: dict[str, tuple[int, ...]] | tuple[int, ...], dtype: torch.dtype, source: str,
+                 layout=None) -> list[Call]:
+    """Every combination of generated values (each varying alone beyond MAX_COMBINATIONS), with fresh tensors
+    of SHAPES (one shape for all, or by argument name) in DTYPE, LAYOUT applied to each."""
+    arguments = group.arguments
+    shape_of = (lambda name: shapes[name]) if isinstance(shapes, dict) else (lambda name: shapes)
+    ndim = len(shape_of(arguments[0].name))
+    options = [values(a, ndim) for a in arguments]
+    combinations = list(itertools.product(*options))
+    if len(combinations) > MAX_COMBINATIONS:
+        first = tuple(o[0] for o in options)
+        combinations = [first] + [
+            (*first[:i], value, *first[i + 1:]) for i, option in enumerate(options) for value in option[1:]
+        ]
+    calls = []
+    for combination in combinations:
+        bound = {}
+        for argument, value in zip(arguments, combination):
+            if value is A_TENSOR:
+                tensor = make_tensor(shape_of(argument.name), dtype)
+                value = layout(tensor) if layout is not None else tensor
+            bound[argument.name] = value
+        calls.append(Call(source, bound))
+    return calls
+
+
+def _transposed(tensor: torch.Tensor) -> torch.Tensor:
+    return tensor.t().contiguous().t() if tensor.dim() == 2 else tensor
+
+
+def _channels_last(tensor: torch.Tensor) -> torch.Tensor:
+    return tensor.contiguous(memory_format=torch.channels_last)
+
+
+def edge_calls(group: Group, dtypes: list[torch.dtype]) -> list[Call]:
+    """Our own cases on top of PyTorch's samples: dtypes, layouts, 0-dim, empty, broadcasting."""
+    tensor_names = [a.name for a in group.arguments if a.type == BaseType(BaseTy.Tensor)]
+    calls = [c for dtype in DTYPES for c in schema_calls(group, (3, 4), dtype, f"edge: {_name(dtype)} [3,4]")]
+    calls += schema_calls(group, (3, 4), torch.float32, "edge: non-contiguous", layout=_transposed)
+    calls += schema_calls(group, (2, 3, 4, 5), torch.float32, "edge: channels-last", layout=_channels_last)
+    calls += schema_calls(group, (), dtypes[0], "edge: 0-dim")
+    calls += schema_calls(group, (0, 3), dtypes[0], "edge: empty [0,3]")
+    if len(tensor_names) > 1:
+        spread = {name: (3, 1) if i == 0 else (1, 4) for i, name in enumerate(tensor_names)}
+        spread |= {a.name: (3, 1) for a in group.arguments if a.name not in spread}
+        calls += schema_calls(group, spread, dtypes[0], "edge: broadcast [3,1] with [1,4] (in-place grows self)")
+    return calls
+
+
+def _name(dtype: torch.dtype) -> str:
+    return str(dtype).removeprefix("torch.")

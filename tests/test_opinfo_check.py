@@ -1,0 +1,136 @@
+"""The bypass check for any signature: real torchgen capture, real g++ (torch.utils.cpp_extension), real libtorch,
+PyTorch's own OpInfo samples. No mocks.
+
+One extension binds the bypass of every bypassable op of target_tree/ (one compile, cached in the build
+cache); a doctored capture (cumsum's functional wrapper computing cumprod) must be caught with the failing
+sample named; the CLI's `build`, `bypass` and `bench` run the check and time a reduction.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+
+import pytest
+import torch
+
+from codemod.cli import catalog
+from codemod.model.tree import locate
+from codemod.plan.plan import op_entries
+from codemod.verify import build, bypass_ext, opinfo_check, samples
+from tests.conftest import OUTPUT_SCHEMA, TARGET_TREE, run_codemod
+
+TREE = locate(TARGET_TREE)
+BYPASSABLE = [s.op for s in catalog.catalog(TREE) if s.bypassable]
+
+
+@pytest.fixture(scope="session")
+def every_op():
+    """The bypass of every bypassable op of target_tree/, in one extension."""
+    return bypass_ext.load(TREE, BYPASSABLE)[0]
+
+
+def groups(op: str) -> list[samples.Group]:
+    return [samples.group_of(g) for g in op_entries(TREE, op).groups]
+
+
+def test_target_tree_has_ops_of_every_kind_of_signature() -> None:
+    assert {"mul", "add", "div", "sum", "cumsum", "addcmul"} <= set(BYPASSABLE)
+    (reduction,) = groups("sum")
+    assert reduction.inplace is None and [a.name for a in reduction.arguments] == ["self", "dim", "keepdim", "dtype"]
+    (ternary,) = groups("addcmul")
+    assert [a.name for a in ternary.arguments] == ["self", "tensor1", "tensor2", "value"]
+
+
+@pytest.mark.parametrize("op", BYPASSABLE)
+def test_every_bypassable_op_agrees_with_torch(every_op, op: str) -> None:
+    report = opinfo_check.check(every_op, op, groups(op))
+    assert report.ok, "\n".join(map(str, report.failures[:5]))
+    for group in groups(op):
+        for overload in group.overloads:
+            assert report.checked[overload.name] > 0, f"{overload.name} was never called"
+    assert report.calls_by_source["edge"] > 0
+
+
+@pytest.mark.parametrize("op", ["sum", "cumsum", "addcmul", "mul", "div"])
+def test_pytorchs_own_samples_are_used_where_the_op_has_an_opinfo(every_op, op: str) -> None:
+    report = opinfo_check.check(every_op, op, groups(op))
+    assert report.calls_by_source["OpInfo"] > 0
+    assert samples.opinfos(op)
+
+
+def test_opinfo_samples_bind_by_schema_and_leave_other_overloads_alone() -> None:
+    (reduction,) = groups("sum")
+    x = torch.ones(2, 3)
+    assert samples.bind(reduction, (x,), {"dim": 1, "keepdim": True}) == {
+        "self": x, "dim": [1], "keepdim": True, "dtype": None,
+    }
+    assert samples.bind(reduction, (x,), {}) is None  # sum(x) is sum.default: dim has no default here
+    mul = groups("mul")[0]
+    assert samples.bind(mul, (x, 2.0), {}) is None  # mul(x, 2.0) is mul.Scalar
+
+
+def test_generated_calls_cover_the_schema() -> None:
+    (reduction,) = groups("sum")
+    calls = samples.schema_calls(reduction, (3, 4), torch.float32, "schema")
+    assert {str(c.arguments["dim"]) for c in calls} == {"None", "[]", "[0]", "[-1]", "[0, 1]"}
+    assert {c.arguments["keepdim"] for c in calls} == {False, True}
+    assert {c.arguments["dtype"] for c in calls} == {None, torch.float64}
+    (ternary,) = groups("addcmul")
+    assert {c.arguments["value"] for c in samples.schema_calls(ternary, (2,), torch.float32, "schema")} == {2, 0.5}
+
+
+def test_the_bypass_binds_each_overload_from_its_captured_declaration() -> None:
+    capture = build.capture_for(TREE, "sum", op_entries(TREE, "sum"))
+    bound = {b.python_name: b for b in bypass_ext.bound_overloads(capture)}
+    assert set(bound) == {"sum_dim_IntList", "sum_IntList_out"}
+    assert [p.name for p in bound["sum_IntList_out"].params] == ["self", "dim", "keepdim", "dtype", "out"]
+    assert "at::OptionalIntArrayRef(*dim)" in bypass_ext.binding(bound["sum_dim_IntList"])
+
+
+@pytest.fixture(scope="session")
+def doctored_cumsum():
+    """cumsum's bypass with its functional wrapper computing cumprod instead of calling the structured impl."""
+    capture = build.capture_for(TREE, "cumsum", op_entries(TREE, "cumsum"))
+    wrapper = capture.cpu_wrappers["cumsum"]
+    (snippet,) = [s for s in capture.cpu_scaffolding if s.name == wrapper]
+    impl_call = re.search(r"op\.impl\([^;]*\);", snippet.text).group(0)
+    swapped = snippet.text.replace(impl_call, "op.outputs_[0].copy_(at::cumprod(self, dim, dtype));")
+    doctored = dataclasses.replace(capture, cpu_scaffolding=tuple(
+        dataclasses.replace(s, text=swapped) if s.name == wrapper else s for s in capture.cpu_scaffolding
+    ))
+    return bypass_ext.load(TREE, ["cumsum"], {"cumsum": doctored})[0]
+
+
+def test_a_wrong_kernel_is_caught_with_the_failing_sample_named(doctored_cumsum) -> None:
+    report = opinfo_check.check(doctored_cumsum, "cumsum", groups("cumsum"))
+    assert not report.ok
+    failure = report.failures[0]
+    assert failure.overload == "cumsum" and failure.variant == "functional"
+    assert failure.call.startswith("OpInfo cumsum sample") and "self=float32[" in failure.call and "dim=" in failure.call
+    assert "mismatch" in failure.what.lower()
+    # out= and in-place go through their own wrappers, which still call the structured impl
+    assert {f.overload for f in report.failures} == {"cumsum"}
+
+
+def test_build_checks_a_reduction_and_bypass_runs_the_check_first(tree) -> None:
+    built = run_codemod("build", "sum", "--tree", str(TARGET_TREE))
+    assert built.returncode == 0, built.stderr
+    assert re.search(r"sum: \d+ comparisons with torch \(sum.dim_IntList \d+, sum.IntList_out \d+\); calls: \d+ OpInfo",
+                     built.stderr)
+    assert "0 failed" in built.stderr
+    bypassed = run_codemod("bypass", "sum", "--tree", str(tree), "--no-verify")
+    assert bypassed.returncode == 0, bypassed.stderr
+    assert "sum: " in bypassed.stderr and "comparisons with torch" in bypassed.stderr
+
+
+def test_bench_times_a_reduction_with_a_representative_sample() -> None:
+    result = run_codemod("bench", "sum", "--tree", str(TARGET_TREE), "--no-callgrind", "--size", "16", "--size", "256", "--json")
+    assert result.returncode == 0, result.stderr
+    measured = json.loads(result.stdout)
+    OUTPUT_SCHEMA.validate(measured)
+    assert measured["call"].startswith("sum.dim_IntList(self=float32[N], dim=")
+    assert [row["numel"] for row in measured["wall"]] == [16, 256]
+    assert all(row["dispatch_ns"] > 0 and row["bypass_ns"] > 0 for row in measured["wall"])
+    assert measured["observed"]["dispatch"]["grad_fn"] == "SumBackward1"
+    assert measured["observed"]["bypass"]["grad_fn"] is None
