@@ -124,6 +124,7 @@ def bypass(
             if patch_file is not None:
                 patch_file.write_text(diff)
             verified: list[str] = []
+            unchecked: list[str] = []
             if check:
                 _check_fixed_point(tree, plan)
             elif dry_run and not as_json:
@@ -138,12 +139,18 @@ def bypass(
             if not check:
                 _summary(tree, plan, applied)
             if applied and not no_verify:
-                with progress.step("verify: the tree's ATen and autograd codegen"), _timed(seconds, "verify"):
-                    verified = verify(tree, plan)
+                step = "verify: the tree's ATen and autograd codegen, then g++ on the edited sources"
+                with progress.step(step), _timed(seconds, "verify"):
+                    verification = verify(tree, plan)
+                verified, unchecked = verification.verified, verification.unchecked
                 for line in verified:
                     _say(f"verified: {line}")
+                for line in unchecked:
+                    _say(f"not compiled: {line}")
             if as_json:
-                click.echo(report.dumps(report.bypass(plan, applied=applied, verified=verified, seconds=seconds, diff=diff if dry_run else None)))
+                click.echo(report.dumps(report.bypass(
+                    plan, applied=applied, verified=verified, unchecked=unchecked, seconds=seconds, diff=diff if dry_run else None,
+                )))
 
     _run(action, "bypass" if as_json else None)
 
