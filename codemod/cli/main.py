@@ -27,7 +27,7 @@ from codemod.apply import transaction
 from codemod.cli import explain as explain_step
 from codemod.capture.capture import Capture
 from codemod.model.errors import EXIT_OK, BadInput, CodemodError, VerificationFailed
-from codemod.plan.plan import FileChange, Plan, make_plan
+from codemod.plan.plan import FileChange, Plan, combined_changes, make_plan
 from codemod.model.tree import Tree, locate
 from codemod.verify.verify import verify
 from codemod.verify import bypass_ext
@@ -144,10 +144,11 @@ def bypass(
                 except review.Quit:
                     _say("quit: nothing written")
                     return
-            diff = patch.render(_combined(plans))
+            diff = patch.render(combined_changes(plans))
             if patch_file is not None:
                 _write_patch(patch_file, diff)
             verified: list[str] = []
+            unchecked: list[str] = []
             if check:
                 _check_fixed_point(tree, plans[0])
             elif dry_run and not as_json:
@@ -164,12 +165,18 @@ def bypass(
                 for plan in plans:
                     _summary(tree, plan, applied)
             if applied and not no_verify:
-                with progress.step("verify: the tree's ATen and autograd codegen"), _timed(seconds, "verify"):
-                    verified = verify(tree, *plans)
+                step = "verify: the tree's ATen and autograd codegen, then g++ on the edited sources"
+                with progress.step(step), _timed(seconds, "verify"):
+                    verification = verify(tree, *plans)
+                verified, unchecked = verification.verified, verification.unchecked
                 for line in verified:
                     _say(f"verified: {line}")
+                for line in unchecked:
+                    _say(f"not compiled: {line}")
             if as_json:
-                click.echo(report.dumps(report.bypass(plans[0], applied=applied, verified=verified, seconds=seconds, diff=diff if dry_run else None)))
+                click.echo(report.dumps(report.bypass(
+                    plans[0], applied=applied, verified=verified, unchecked=unchecked, seconds=seconds, diff=diff if dry_run else None,
+                )))
 
     _run(action, "bypass" if as_json else None)
 
@@ -207,16 +214,6 @@ def _plans(tree: Tree, ops: list[str], guarded: bool) -> list[Plan]:
             plans.append(make_plan(planned, op, guarded))
             scratch.write(planned, plans[-1].changes)
     return plans
-
-
-def _combined(plans: list[Plan]) -> tuple[FileChange, ...]:
-    """What PLANS change together: each file from before the first plan to after the last."""
-    changes: dict[str, FileChange] = {}
-    for plan in plans:
-        for change in plan.changes:
-            first = changes.get(change.path, change)
-            changes[change.path] = FileChange(change.path, first.before, change.after)
-    return tuple(changes[path] for path in sorted(changes))
 
 
 def _refuse_patch_into_state(tree: Tree, patch_file: Path) -> None:

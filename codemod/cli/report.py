@@ -19,7 +19,9 @@ def dumps(report: dict) -> str:
     return json.dumps(report, indent=1)
 
 
-def bypass(plan: Plan, *, applied: bool, verified: list[str], seconds: dict[str, float], diff: str | None) -> dict:
+def bypass(
+    plan: Plan, *, applied: bool, verified: list[str], unchecked: list[str], seconds: dict[str, float], diff: str | None,
+) -> dict:
     report = {
         "command": "bypass",
         "op": plan.op,
@@ -33,6 +35,7 @@ def bypass(plan: Plan, *, applied: bool, verified: list[str], seconds: dict[str,
             {"path": x.path, "line": x.line, "text": x.text.strip(), "why": x.why, "needs_edit": x.needs_edit} for x in plan.leftovers
         ],
         "verified": verified,
+        "unchecked": unchecked,
         "seconds": seconds,
     }
     if diff is not None:

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from codemod.capture import capture as capture_step
@@ -170,3 +171,13 @@ def _losses(groups: list[OpGroup], removed: list[str], foreach_ops: list[str], o
     losses.append("profiler: at:: calls no longer pass through the dispatcher, so RecordFunction does not see them")
     losses.append("the hand-written API runs the CPU kernel whatever the tensors' device")
     return tuple(losses)
+
+
+def combined_changes(plans: Sequence[Plan]) -> tuple[FileChange, ...]:
+    """What PLANS, applied one after another, change together: each file from before the first to after the last."""
+    changes: dict[str, FileChange] = {}
+    for plan in plans:
+        for change in plan.changes:
+            first = changes.get(change.path, change)
+            changes[change.path] = FileChange(change.path, first.before, change.after)
+    return tuple(changes[path] for path in sorted(changes))

@@ -2,12 +2,13 @@
 torchgen no longer generates the op's dispatcher entry under its public name.
 
 The ATen side is two runs of the tree's torchgen instead of one full generation
-(about a minute here, nearly all of it writing the headers and sources of the
-thousands of functions the bypass did not touch):
+(about a minute here, nearly all of it writing the sources of the thousands of
+functions the bypass did not touch):
 
-- `torchgen.gen --generate` with no file kind, on the whole edited yaml: torchgen's
-  own entry point parses it, validates every entry and the checks across entries
-  (structured delegates, groups, views), and groups it, then writes nothing;
+- `torchgen.gen --generate headers` on the whole edited yaml: torchgen's own entry
+  point parses it, validates every entry and the checks across entries (structured
+  delegates, groups, views), and writes the headers, which the compile check
+  (compile_check.py) compiles every edited source and rewritten caller against;
 - full generation (headers and sources) of the op's entries as they now are in the
   tree, where the renamed `at::__dispatch_` entries are checked.
 
@@ -20,26 +21,34 @@ from __future__ import annotations
 
 import tempfile
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 
 from codemod.capture import codegen
+from codemod.verify import compile_check
 
 from codemod.model import native_yaml
 from codemod.capture.capture import generated_functions
 from codemod.model.errors import VerificationFailed
-from codemod.plan.plan import Plan
+from codemod.plan.plan import Plan, combined_changes
 from codemod.model.tree import NATIVE_FUNCTIONS, Tree
 
 
-def verify(tree: Tree, plan: Plan, *more: Plan) -> list[str]:
-    """Run the autograd codegen beside the two torchgen runs (two cores), once for PLAN and MORE applied
-    together; return what was checked."""
+@dataclass(frozen=True)
+class Verification:
+    verified: list[str]  # what was checked and passed
+    unchecked: list[str]  # what could not be checked, and why
+
+
+def verify(tree: Tree, plan: Plan, *more: Plan) -> Verification:
+    """Run the autograd codegen beside the two torchgen runs (two cores), then compile the edited sources; once for
+    PLAN and MORE applied together."""
     overloads = tuple(name for each in (plan, *more) for name in each.overloads)
     with tempfile.TemporaryDirectory(prefix="codemod-verify-") as scratch:
         aten_out = Path(scratch, "aten")
         with ThreadPoolExecutor(max_workers=1) as pool:
             autograd_run = pool.submit(codegen.autograd, tree, Path(scratch, "autograd"))
-            codegen.aten(tree, tree.aten_source_dir, Path(scratch, "parsed"), "--generate")
+            headers = compile_check.regenerate_headers(tree, Path(scratch, "headers"))
             codegen.aten_on_entries(tree, _entries_in_tree(tree, overloads), aten_out)
             autograd_run.result()
         ops_names = {name.replace(".", "_"): name for name in overloads}
@@ -50,12 +59,14 @@ def verify(tree: Tree, plan: Plan, *more: Plan) -> list[str]:
     if public:
         raise VerificationFailed(f"torchgen still generates {', '.join('at::' + n for n in public)} through the dispatcher")
     renamed = sorted(f.name for f in generated)
-    return [
-        "torchgen (ATen codegen) ran clean: it accepts the whole edited native_functions.yaml "
-        "and generates every file for the op's entries",
+    codegen_checks = [
+        "torchgen (ATen codegen) ran clean: it accepts the whole edited native_functions.yaml, generates its "
+        "headers, and every file for the op's entries",
         "autograd codegen ran clean",
         f"torchgen now generates {', '.join('at::' + n for n in renamed)} (the dispatcher entries, renamed)",
     ]
+    compiled = compile_check.check(tree, headers, *compile_check.sources_of(combined_changes((plan, *more))))
+    return Verification(codegen_checks + compiled.verified(), compiled.unchecked())
 
 
 def _entries_in_tree(tree: Tree, overloads: tuple[str, ...]) -> str:

@@ -1,0 +1,244 @@
+"""Compile what the bypass wrote: every edited native source and rewritten caller, with g++ -fsyntax-only.
+
+The headers those files include are what the tree's torchgen generates from the edited yaml and
+templates (`--generate headers`, no per-operator headers: the lab's build), so a dropped meta
+struct or a misspelt `at::native::` call fails here, as it would in the tree's own build.
+Include order: the regenerated headers, the tree's `aten/src` and root (its own headers,
+`torch/csrc/...`), then the installed torch's include paths for what the tree lacks.
+
+Files are compiled as scratch copies (so the check does not depend on what the tree holds) and
+g++'s messages name the tree's paths. A file that includes a header neither the tree nor the
+installed torch has cannot be checked: it is reported by name, never counted as compiled.
+Results are cached by the content hash of the file, the headers, the flags, the compiler and
+torch version, and of each tree header the file included; two files compile at a time.
+"""
+from __future__ import annotations
+
+import functools
+import hashlib
+import importlib.metadata
+import json
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+from codemod.capture import codegen
+from codemod.model import progress
+from codemod.model.errors import BadInput, VerificationFailed
+from codemod.model.tree import TEMPLATES, Tree
+from codemod.verify import build
+
+SOURCE_SUFFIXES = (".cpp", ".cc", ".cxx")
+JOBS = max(1, min(2, os.cpu_count() or 1))
+# What PyTorch compiles libtorch_cpu's sources with: C++20 (the installed headers need it), the
+# library's own export macro; AT_PER_OPERATOR_HEADERS stays undefined, so files include the
+# monolithic Functions.h / NativeFunctions.h that the regenerated headers hold.
+FLAGS = ("-fsyntax-only", "-std=c++20", "-DCAFFE2_BUILD_MAIN_LIB", "-w", "-fdiagnostics-color=never")
+SHOWN_ERROR_LINES = 25
+
+_MISSING_HEADER = re.compile(r"^(?P<where>[^:\n]+):(?P<line>\d+):\d+: fatal error: (?P<header>[^:\n]+): No such file or directory$", re.M)
+
+
+@dataclass(frozen=True)
+class Source:
+    path: str  # relative to the tree
+    text: bytes  # what to compile
+    before: bytes | None = None  # the file before the bypass: its includes are the tree's, not ours
+
+
+@dataclass(frozen=True)
+class Headers:
+    root: Path  # holds ATen/...: the first include directory
+    digest: str
+
+
+@dataclass(frozen=True)
+class NotCompiled:
+    path: str
+    header: str
+    included_at: str  # file:line of the include
+
+    def __str__(self) -> str:
+        return f"{self.path} includes <{self.header}> ({self.included_at}), which neither the tree nor the installed torch has"
+
+
+@dataclass(frozen=True)
+class CompileReport:
+    compiled: tuple[str, ...]
+    cached: tuple[str, ...]  # of compiled: the same inputs compiled clean before
+    not_compiled: tuple[NotCompiled, ...]
+    templates: tuple[str, ...]  # edited .cpp templates: their generated sources are not built here
+    seconds: float
+
+    def verified(self) -> list[str]:
+        if not self.compiled:
+            return []
+        cached = f"; {len(self.cached)} of them compiled clean before from the same inputs, not recompiled" if self.cached else ""
+        return [
+            f"g++ -fsyntax-only ({' '.join(FLAGS[1:3])}) compiles {', '.join(self.compiled)} against the headers "
+            f"the tree's torchgen regenerated ({len(self.compiled)} files, {self.seconds:.1f} s{cached})"
+        ]
+
+    def unchecked(self) -> list[str]:
+        lines = [str(item) for item in self.not_compiled]
+        if self.templates:
+            lines.append(
+                f"{', '.join(self.templates)}: templates of generated sources, which this check does not build "
+                "(the edited header templates are compiled inside every file above)"
+            )
+        return lines
+
+
+def sources_of(changes) -> tuple[list[Source], list[str]]:
+    """The plan's C++ sources to compile, and its edited .cpp templates (which are not compiled)."""
+    sources, templates = [], []
+    for change in changes:
+        if not change.path.endswith(SOURCE_SUFFIXES):
+            continue
+        if change.path.startswith(TEMPLATES + "/"):
+            templates.append(change.path)
+        else:
+            sources.append(Source(change.path, change.after, change.before))
+    return sources, templates
+
+
+def regenerate_headers(tree: Tree, scratch: Path) -> Headers:
+    """The tree's torchgen on its whole (edited) yaml, headers only, kept in the build cache by content."""
+    out = scratch / "ATen"
+    codegen.aten(tree, tree.aten_source_dir, out, "--generate", "headers")
+    digest = hashlib.sha256()
+    for path in sorted(p for p in scratch.rglob("*") if p.is_file()):
+        digest.update(path.relative_to(scratch).as_posix().encode() + b"\0" + path.read_bytes())
+    kept = build.cache_dir() / f"headers-{digest.hexdigest()[:20]}"
+    if not kept.is_dir():  # published by one rename, as build.cached_build does
+        kept.parent.mkdir(parents=True, exist_ok=True)
+        staged = Path(tempfile.mkdtemp(prefix=f"{kept.name}-", dir=kept.parent))
+        shutil.copytree(scratch, staged, dirs_exist_ok=True)
+        try:
+            staged.rename(kept)
+        except OSError:  # another run kept the same headers first
+            shutil.rmtree(staged)
+    return Headers(kept, digest.hexdigest())
+
+
+def include_dirs(tree: Tree, headers: Headers) -> list[str]:
+    dirs = [headers.root, tree.path("aten/src"), tree.root, *_installed_include_dirs()]
+    return [f"-I{d}" for d in dirs]
+
+
+@functools.lru_cache(maxsize=1)
+def _compiler_identity() -> str:
+    if shutil.which(build.CXX) is None:
+        raise BadInput(f"{build.CXX}: compiler not found (set CXX); verification compiles the edited sources")
+    return subprocess.run([build.CXX, "--version"], capture_output=True, text=True).stdout
+
+
+def check(tree: Tree, headers: Headers, sources: list[Source], templates: list[str] = ()) -> CompileReport:
+    """Compile SOURCES; raise VerificationFailed with every error at the tree's file:line."""
+    started = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="codemod-compile-") as scratch:
+        with ThreadPoolExecutor(max_workers=JOBS) as pool:
+            outcomes = list(pool.map(lambda source: _compile(tree, headers, source, Path(scratch)), sources))
+    failures = [o.errors for o in outcomes if o.errors]
+    if failures:
+        raise VerificationFailed("the edited sources do not compile (g++ -fsyntax-only):\n" + "\n".join(failures))
+    return CompileReport(
+        compiled=tuple(o.source.path for o in outcomes if o.missing is None),
+        cached=tuple(o.source.path for o in outcomes if o.cached),
+        not_compiled=tuple(o.missing for o in outcomes if o.missing is not None),
+        templates=tuple(templates),
+        seconds=time.monotonic() - started,
+    )
+
+
+@dataclass(frozen=True)
+class _Outcome:
+    source: Source
+    cached: bool = False
+    errors: str = ""
+    missing: NotCompiled | None = None
+
+
+def _compile(tree: Tree, headers: Headers, source: Source, scratch: Path) -> _Outcome:
+    flags = [*FLAGS, f"-iquote{tree.path(source.path).parent}", *include_dirs(tree, headers)]
+    key = build._digest(
+        source.path, source.text, "\0".join(FLAGS), headers.digest,
+        _compiler_identity(), importlib.metadata.version("torch"),
+    )[:24]
+    record = build.cache_dir() / "syntax" / f"{key}.json"
+    if _still_clean(record, tree):
+        return _Outcome(source, cached=True)
+    copy = scratch / source.path
+    copy.parent.mkdir(parents=True, exist_ok=True)
+    copy.write_bytes(source.text)
+    deps = copy.with_suffix(".d")
+    command = [build.CXX, *flags, "-MD", "-MF", str(deps), str(copy)]
+    progress.command(command)
+    result = subprocess.run(command, capture_output=True, text=True)
+    output = result.stderr.replace(f"{scratch}/", "")  # scratch copies are named as the tree's files
+    if result.returncode == 0:
+        _record_clean(record, tree, deps)
+        return _Outcome(source)
+    missing = _missing_header(source, output)
+    if missing is not None:
+        return _Outcome(source, missing=missing)
+    errors = [line for line in output.splitlines() if line.strip()]
+    return _Outcome(source, errors=f"{source.path}:\n" + "\n".join(f"  {line}" for line in errors[:SHOWN_ERROR_LINES]))
+
+
+def _missing_header(source: Source, output: str) -> NotCompiled | None:
+    """A header nobody has, included by the tree's own code (an include the bypass added is its error)."""
+    found = _MISSING_HEADER.search(output)
+    if found is None:
+        return None
+    header, where = found["header"], found["where"]
+    added_by_bypass = where == source.path and header.encode() not in (source.before or b"")
+    return None if added_by_bypass else NotCompiled(source.path, header, f"{where}:{found['line']}")
+
+
+def _dependencies(tree: Tree, deps_file: Path) -> dict:
+    """What a compile read (g++ -MD), beyond the regenerated headers and the compiled file: the tree's
+    headers by content hash, and the installed torch's by path (a tree header of that path would shadow it)."""
+    text = deps_file.read_text().replace("\\\n", " ")
+    paths = [Path(name) for name in text.split(":", 1)[1].split()[1:]]
+    tree_headers, installed = {}, []
+    for path in paths:
+        if path.is_relative_to(tree.root):
+            tree_headers[tree.rel(path)] = hashlib.sha256(path.read_bytes()).hexdigest()
+        else:
+            # the deepest include directory holding it: the name it was included by
+            installed += [path.relative_to(d).as_posix() for d in reversed(_installed_include_dirs()) if path.is_relative_to(d)][:1]
+    return {"tree_headers": tree_headers, "installed_headers": installed}
+
+
+def _installed_include_dirs() -> list[Path]:
+    torch = build.torch_dir()
+    return [torch / "include", torch / "include/torch/csrc/api/include"]
+
+
+def _record_clean(record: Path, tree: Tree, deps_file: Path) -> None:
+    record.parent.mkdir(parents=True, exist_ok=True)
+    tmp = record.with_suffix(f".tmp{os.getpid()}-{threading.get_ident()}")
+    tmp.write_text(json.dumps(_dependencies(tree, deps_file)))
+    tmp.replace(record)
+
+
+def _still_clean(record: Path, tree: Tree) -> bool:
+    """A clean compile of the same inputs; every tree header it read is unchanged, and none now shadows
+    an installed header it read."""
+    if not record.is_file():
+        return False
+    deps = json.loads(record.read_text())
+    for name, digest in deps["tree_headers"].items():
+        path = tree.path(name)
+        if not path.is_file() or hashlib.sha256(path.read_bytes()).hexdigest() != digest:
+            return False
+    own_dirs = (tree.path("aten/src"), tree.root)
+    return not any((d / name).is_file() for name in deps["installed_headers"] for d in own_dirs)
