@@ -9,6 +9,7 @@ one, or another release's, taken from its wheel file or an extracted `torchgen/`
 from __future__ import annotations
 
 import importlib.util
+import os
 import shutil
 import tempfile
 import zipfile
@@ -54,6 +55,16 @@ def _extract_torchgen(wheel: Path, scratch: Path) -> Path:
     except zipfile.BadZipFile as error:
         raise BadInput(f"{wheel}: not a wheel ({error}); pass a torch .whl file or a torchgen directory") from error
     return _checked(scratch / "torchgen", str(wheel))
+
+
+def wheel_cache() -> Path:
+    """Where the torch wheels of other releases are kept (they are hundreds of MB: download each once)."""
+    return Path(os.environ.get("CODEMOD_WHEEL_CACHE", REPO_TARGET_TREE.parent / "cpp_ext" / "wheels"))
+
+
+def torch_wheels(directory: Path) -> dict[str, Path]:
+    """The torch wheels `pip download --no-deps torch==X` left in DIRECTORY, by version ("2.15.0")."""
+    return {wheel.name.split("-")[1]: wheel for wheel in sorted(Path(directory).glob("torch-*.whl"))}
 
 
 def _is_wheel_provided(relative: str) -> bool:
