@@ -34,18 +34,20 @@ RELEASES = [pytest.param(None, id=f"installed-{torch.__version__}")] + (
 )
 
 
-def test_capture_takes_only_the_ops_code_from_a_yaml_holding_other_ops(tree: Path) -> None:
+@pytest.mark.parametrize("op", ["mul", "add"])  # add's CPU kernel is written by the ufunc codegen
+def test_capture_takes_only_the_ops_code_from_a_yaml_holding_other_ops(tree: Path, op: str) -> None:
     """A newer torchgen needs other entries beside the op's; what capture takes must not change."""
     located = locate(tree)
-    entries = op_entries(located, "mul")
+    entries = op_entries(located, op)
     before, after = entries.capture_inputs()
     doc = native_yaml.load(NATIVE_FUNCTIONS, located.path(NATIVE_FUNCTIONS).read_text())
-    others = "\n".join(doc.entry_text(e) for e in doc.entries if native_yaml.op_name(e.base) != "mul")
+    others = "\n".join(doc.entry_text(e) for e in doc.entries if native_yaml.op_name(e.base) != op)
     assert "structured: True" in others and "ufunc_inner_loop" in others  # other structured and ufunc ops' code is generated
-    alone = capture(located, "mul", before, after, entries.overloads)
-    among_others = capture(located, "mul", f"{before}\n{others}", f"{after}\n{others}", entries.overloads)
+    alone = capture(located, op, before, after, entries.overloads)
+    among_others = capture(located, op, f"{before}\n{others}", f"{after}\n{others}", entries.overloads)
     assert among_others == alone
     assert alone.cpu_scaffolding and alone.meta_structs and alone.native_structs and alone.cpu_functions
+    assert bool(alone.ufunc_sources) == (op == "add")
 
 
 @pytest.mark.parametrize("wheel", RELEASES)

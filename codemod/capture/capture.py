@@ -135,10 +135,16 @@ def capture(tree: Tree, op: str, before_yaml: str, after_yaml: str, overloads: t
 
 
 def _ufunc_files(out: Path, backend: str, native_structs: Sequence[Snippet]) -> list[Path]:
-    """What torchgen's ufunc codegen wrote for BACKEND (Ufunc<B>_op.cpp and Ufunc<B>Kernel_op.cpp)
-    that uses one of these native structs."""
+    """What torchgen's ufunc codegen wrote for BACKEND and the op of these native structs:
+    Ufunc<B>_<op>.cpp, which uses them, and its Ufunc<B>Kernel_<op>.cpp."""
     names = {s.name for s in native_structs}
-    return sorted(p for p in out.glob(f"Ufunc{backend}*") if p.is_file() and names & _words(p.read_text()))
+    files = [p for p in out.glob(f"Ufunc{backend}*") if p.is_file()]
+    ops = {_ufunc_op(p) for p in files if names & _words(p.read_text())}
+    return sorted(p for p in files if _ufunc_op(p) in ops)
+
+
+def _ufunc_op(path: Path) -> str:
+    return path.stem.split("_", 1)[1]
 
 
 def _op_structs(out: Path, scaffolding: Sequence[Snippet]) -> tuple[tuple[Snippet, ...], tuple[str, ...], tuple[Snippet, ...]]:
