@@ -1,10 +1,14 @@
 """Capture what torchgen generates for an op's structured groups.
 
-torchgen runs twice on a yaml holding only the groups' entries: once as they
+torchgen runs twice on a yaml holding the groups' entries: once as they
 are (the code to carry over: function and method APIs, meta and native
 structs, the CPU scaffolding) and once as the bypass leaves them (the names
 torchgen will then expect: the `at::native::` kernels it registers). Nothing
 here is a hard-coded copy: another op or torchgen version captures its own.
+
+The yaml may hold other ops' entries too (those a torchgen release checks
+across the whole file, see `codegen`), so everything taken from the outputs is
+the op's own: its overloads' registrations, and what those reach by name.
 """
 from __future__ import annotations
 
@@ -12,6 +16,7 @@ import json
 import re
 import tempfile
 from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -109,45 +114,64 @@ def capture(tree: Tree, op: str, before_yaml: str, after_yaml: str, overloads: t
                     run.result()
         ops_names = {name.replace(".", "_"): name for name in overloads}
         register_cpu = _register_file(before, "CPU")
-        scaffolding, helpers = _cpu_scaffolding(register_cpu)
-        native_structs, other_native_structs, ufunc_structs = _native_structs(before, scaffolding)
+        cpu_wrappers = _registrations(register_cpu, overloads)
+        scaffolding, helpers = _cpu_scaffolding(register_cpu, set(cpu_wrappers.values()))
+        native_structs, other_native_structs, ufunc_structs, meta_structs = _op_structs(before, scaffolding)
         return Capture(
             op=op,
             overloads=overloads,
             functions=generated_functions(before / "Functions.h", ops_names),
             methods=_methods(before / "core" / "TensorBody.h", ops_names),
-            meta_structs=_structs(before / "NativeMetaFunctions.h"),
+            meta_structs=meta_structs,
             native_structs=native_structs,
             other_native_structs=other_native_structs,
             cpu_helpers=helpers,
             cpu_scaffolding=scaffolding,
-            cpu_wrappers=_registrations(register_cpu),
-            cpu_functions=_names_in_namespace(register_cpu, ("at", "cpu")),
-            redispatch_functions=_names_in_namespace(before / "RedispatchFunctions.h", ("at", "redispatch")),
-            native_kernels=_native_kernels(_register_file(after, "CompositeImplicitAutograd")),
+            cpu_wrappers=cpu_wrappers,
+            cpu_functions=_names_in_namespace(register_cpu, ("at", "cpu"), set(cpu_wrappers.values())),
+            redispatch_functions=_names_in_namespace(before / "RedispatchFunctions.h", ("at", "redispatch"), set(ops_names)),
+            native_kernels=_native_kernels(_register_file(after, "CompositeImplicitAutograd"), overloads),
             cpu_includes=_includes(register_cpu),
-            ufunc_sources=tuple(Snippet(p.name, p.read_text(), p.name) for p in _ufunc_files(before, "CPU")),
+            ufunc_sources=tuple(Snippet(p.name, p.read_text(), p.name) for p in _ufunc_files(before, "CPU", native_structs)),
             ufunc_structs=ufunc_structs,
         )
 
 
-def _ufunc_files(out: Path, backend: str) -> list[Path]:
-    """What torchgen's ufunc codegen wrote for BACKEND: Ufunc<B>_op.cpp and Ufunc<B>Kernel_op.cpp."""
-    return sorted(p for p in out.glob(f"Ufunc{backend}*") if p.is_file())
+def _ufunc_files(out: Path, backend: str, native_structs: Sequence[Snippet]) -> list[Path]:
+    """What torchgen's ufunc codegen wrote for BACKEND and the op of these native structs:
+    Ufunc<B>_<op>.cpp, which uses them, and its Ufunc<B>Kernel_<op>.cpp."""
+    names = {s.name for s in native_structs}
+    files = [p for p in out.glob(f"Ufunc{backend}*") if p.is_file()]
+    ops = {_ufunc_op(p) for p in files if names & _words(p.read_text())}
+    return sorted(p for p in files if _ufunc_op(p) in ops)
 
 
-def _native_structs(out: Path, cpu_scaffolding: tuple[Snippet, ...]) -> tuple[tuple[Snippet, ...], tuple[str, ...], tuple[str, ...]]:
-    """The native structs the CPU registration derives its classes from (carried over), the other
-    backends' (CUDA, MPS, ...: lost with the bypass), and those of the first whose impl the ufunc codegen wrote.
+def _ufunc_op(path: Path) -> str:
+    return path.stem.split("_", 1)[1]
 
-    Told apart by what torchgen's CPU registration names, never by the kernel's name:
-    `lerp.Scalar_out`'s CPU kernel `lerp_Scalar` is also the name of its meta struct.
+
+def _op_structs(
+    out: Path, cpu_scaffolding: Sequence[Snippet]
+) -> tuple[tuple[Snippet, ...], tuple[str, ...], tuple[str, ...], tuple[Snippet, ...]]:
+    """The op's native structs the CPU registration derives its classes from (carried over), its other backends'
+    (CUDA, MPS, ...: lost with the bypass), those of the first whose impl the ufunc codegen wrote, and its meta structs.
+
+    Told apart by what torchgen's CPU registration derives from, never by the kernel's name: `lerp.Scalar_out`'s
+    CPU kernel `lerp_Scalar` is also the name of its meta struct. The output may hold other ops' structs (entries a
+    torchgen release checks across the yaml join the run): the op's are those deriving from its meta structs.
     """
     derived = {name for s in cpu_scaffolding for name in _NATIVE_BASE.findall(s.text)}
-    declared = _structs(out / "NativeFunctions.h")
-    cpu = tuple(s for s in declared if s.name in derived)
-    ufunc = {s.name for p in _ufunc_files(out, "CPU") for s in _structs(p)}
-    return cpu, tuple(s.name for s in declared if s.name not in derived), tuple(s.name for s in cpu if s.name in ufunc)
+    all_native = _structs(out / "NativeFunctions.h")
+    cpu = tuple(s for s in all_native if s.name in derived)
+    meta = tuple(s for s in _structs(out / "NativeMetaFunctions.h") if s.name in _words(*(s.text for s in cpu)))
+    meta_names = {m.name for m in meta}
+    other = tuple(s.name for s in all_native if s not in cpu and meta_names & _words(s.text))
+    ufunc = {s.name for p in _ufunc_files(out, "CPU", cpu) for s in _structs(p)}
+    return cpu, other, tuple(s.name for s in cpu if s.name in ufunc), meta
+
+
+def _words(*texts: str) -> set[str]:
+    return {word for t in texts for word in re.findall(r"\b\w+\b", t)}
 
 
 def _register_file(out: Path, key: str) -> Path:
@@ -231,12 +255,11 @@ def _structs(path: Path) -> tuple[Snippet, ...]:
     )
 
 
-def _cpu_scaffolding(path: Path) -> tuple[tuple[Snippet, ...], tuple[Snippet, ...]]:
-    """The structured classes and wrappers of the CPU registration, and the helpers they call."""
+def _cpu_scaffolding(path: Path, wrappers: set[str]) -> tuple[tuple[Snippet, ...], tuple[Snippet, ...]]:
+    """The op's CPU WRAPPERS with the structured classes they use, and the helpers those call."""
     src = _source(path)
-    registered = set(_registrations(path).values())
-    helpers_by_name: dict[str, str] = {}
-    scaffolding: list[Snippet] = []
+    definitions: dict[str, str] = {}  # the anonymous namespace's structs and functions, in file order
+    structs: set[str] = set()
     for node in cpp_syntax.walk(src.root):
         if node.parent is None or node.parent.type != "declaration_list":
             continue
@@ -244,41 +267,46 @@ def _cpu_scaffolding(path: Path) -> tuple[tuple[Snippet, ...], tuple[Snippet, ..
             continue
         name = cpp_syntax.definition_name(node) if node.type == "function_definition" else None
         if node.type == "struct_specifier":
-            scaffolding.append(Snippet(text(node.child_by_field_name("name")), src.text(node) + ";", path.name))
-        elif isinstance(name, str) and name in registered:
-            scaffolding.append(Snippet(name, src.text(node), path.name))
+            structs.add(text(node.child_by_field_name("name")))
+            definitions[text(node.child_by_field_name("name"))] = src.text(node) + ";"
         elif isinstance(name, str):
-            helpers_by_name[name] = src.text(node)
-    return tuple(scaffolding), _called_helpers(scaffolding, helpers_by_name, path.name)
+            definitions[name] = src.text(node)
+    used = _reachable([body for name, body in definitions.items() if name in wrappers], definitions)
+    scaffolding = tuple(
+        Snippet(name, body, path.name) for name, body in definitions.items() if name in wrappers or name in used & structs
+    )
+    helpers = tuple(Snippet(name, body, path.name) for name, body in definitions.items() if name in used - wrappers - structs)
+    return scaffolding, helpers
 
 
-def _called_helpers(snippets: list[Snippet], candidates: dict[str, str], source: str) -> tuple[Snippet, ...]:
-    """Helpers the snippets call, directly or through other helpers, in file order."""
+def _reachable(texts: list[str], candidates: dict[str, str]) -> set[str]:
+    """Names of CANDIDATES the texts use, directly or through other candidates."""
     needed: set[str] = set()
-    pending = [s.text for s in snippets]
+    pending = list(texts)
     while pending:
-        words = set(re.findall(r"\b\w+\b", pending.pop()))
-        for name in sorted(words & candidates.keys() - needed):
+        for name in sorted(_words(pending.pop()) & candidates.keys() - needed):
             needed.add(name)
             pending.append(candidates[name])
-    return tuple(Snippet(name, body, source) for name, body in candidates.items() if name in needed)
+    return needed
 
 
-def _registrations(path: Path) -> dict[str, str]:
-    return dict(_M_IMPL.findall(path.read_text()))
+def _registrations(path: Path, overloads: Sequence[str]) -> dict[str, str]:
+    """overload -> the function registered for it, for these overloads."""
+    return {overload: wrapper for overload, wrapper in _M_IMPL.findall(path.read_text()) if overload in overloads}
 
 
-def _names_in_namespace(path: Path, namespace: tuple[str, ...]) -> tuple[str, ...]:
+def _names_in_namespace(path: Path, namespace: tuple[str, ...], uses: set[str]) -> tuple[str, ...]:
+    """Functions defined in NAMESPACE whose definition uses one of these names."""
     names = []
     for node in cpp_syntax.walk(_source(path).root):
         if node.type == "function_definition" and cpp_syntax.namespaces(node) == namespace:
             name = cpp_syntax.definition_name(node)
-            if isinstance(name, str) and name not in names:
+            if isinstance(name, str) and name not in names and uses & _words(text(node)):
                 names.append(name)
     return tuple(names)
 
 
-def _native_kernels(path: Path) -> dict[str, str]:
+def _native_kernels(path: Path, overloads: Sequence[str]) -> dict[str, str]:
     """overload -> at::native:: function the CompositeImplicitAutograd wrapper calls."""
     bodies = {}
     for node in cpp_syntax.walk(_source(path).root):
@@ -287,7 +315,7 @@ def _native_kernels(path: Path) -> dict[str, str]:
             call = _NATIVE_CALL.search(text(node))
             if isinstance(name, str) and call is not None:
                 bodies[name] = call.group(1)
-    return {overload: bodies[wrapper] for overload, wrapper in _registrations(path).items() if wrapper in bodies}
+    return {overload: bodies[wrapper] for overload, wrapper in _registrations(path, overloads).items() if wrapper in bodies}
 
 
 def _includes(path: Path) -> tuple[str, ...]:

@@ -3,17 +3,35 @@
 Capture runs torchgen on a yaml holding only the op's entries (what torchgen
 generates for a function depends on that function alone), which takes about
 a second instead of a minute for the full file.
+
+Newer torchgen also checks the whole file in ways a few entries fail (2.15
+asserts that each kernel of a list in its own code is still in the yaml). Which
+entries such a check needs is read from torchgen's own error, whatever the
+release: the entries its message names, with the rest of their op, join the
+run, and every later run of this process on that torchgen. Where the message
+names none that helps, the run takes the whole file (slow, always right).
+Callers keep only the code of their own entries from the outputs.
 """
 from __future__ import annotations
 
+import functools
+import re
 import shutil
 import subprocess
 import tempfile
+import threading
 from pathlib import Path
 
-from codemod.model import progress
+from codemod.model import native_yaml, progress
 from codemod.model.errors import VerificationFailed
 from codemod.model.tree import DERIVATIVES, NATIVE_FUNCTIONS, TAGS, TEMPLATES, Tree
+
+# Rounds of "add the entries the error names" before taking the whole file.
+_SUPPORT_ROUNDS = 4
+_IDENTIFIER = re.compile(r"[A-Za-z_][\w.]*\w|[A-Za-z_]")
+# tree root -> ops (as `native_yaml.op_name` names them) its torchgen's whole-file checks need.
+_support_ops: dict[Path, set[str]] = {}
+_support_lock = threading.Lock()
 
 
 def run(tree: Tree, args: list[str], what: str) -> None:
@@ -34,7 +52,51 @@ def aten(tree: Tree, source_dir: Path, out_dir: Path, *extra: str) -> None:
 
 
 def aten_on_entries(tree: Tree, native_yaml_text: str, out_dir: Path) -> None:
-    """torchgen on a yaml of just these entries, with the tree's tags and templates."""
+    """torchgen on these entries, plus those the tree's torchgen checks across the whole file."""
+    own = {entry.name for entry in native_yaml.load("entries", native_yaml_text).entries}
+    tree_yaml = functools.cache(lambda: native_yaml.load(NATIVE_FUNCTIONS, tree.path(NATIVE_FUNCTIONS).read_text()))
+    for _ in range(_SUPPORT_ROUNDS):
+        with _support_lock:
+            ops = set(_support_ops.get(tree.root, ()))
+        support = [e for e in tree_yaml().entries if e.name not in own and native_yaml.op_name(e.base) in ops] if ops else []
+        try:
+            _aten_on_yaml(tree, _joined(native_yaml_text, tree_yaml(), support), out_dir)
+            return
+        except VerificationFailed as failure:
+            named = _ops_named_in(tree_yaml(), _exception_message(str(failure)), own) - ops
+            if not named:
+                break
+            with _support_lock:
+                _support_ops.setdefault(tree.root, set()).update(named)
+    with progress.step("torchgen checks the whole native_functions.yaml: running it on every entry"):
+        everything_else = [e for e in tree_yaml().entries if e.name not in own]
+        _aten_on_yaml(tree, _joined(native_yaml_text, tree_yaml(), everything_else), out_dir)
+
+
+def _joined(native_yaml_text: str, doc: native_yaml.NativeYaml, support: list[native_yaml.Entry]) -> str:
+    return "\n".join([native_yaml_text, *(doc.entry_text(entry) for entry in support)])
+
+
+def _exception_message(failure: str) -> str:
+    """The lines after the traceback's last frame: the exception and its message."""
+    lines = failure.splitlines()
+    frames = [i for i, line in enumerate(lines) if line.startswith(" ")]
+    return "\n".join(lines[frames[-1] + 1 :] if frames else lines)
+
+
+def _ops_named_in(doc: native_yaml.NativeYaml, message: str, own: set[str]) -> set[str]:
+    """Ops of the entries MESSAGE names by overload or kernel name, other than the run's own."""
+    words = set(_IDENTIFIER.findall(message))
+    named = set()
+    for entry, values in zip(doc.entries, doc.values):
+        kernels = {str(kernel) for kernel in (values.get("dispatch") or {}).values()}
+        if entry.name not in own and (entry.name in words or kernels & words):
+            named.add(native_yaml.op_name(entry.base))
+    return named
+
+
+def _aten_on_yaml(tree: Tree, native_yaml_text: str, out_dir: Path) -> None:
+    """torchgen on this yaml, with the tree's tags and templates."""
     with tempfile.TemporaryDirectory(prefix="codemod-src-") as scratch:
         source = Path(scratch)
         (source / "native").mkdir()

@@ -1,14 +1,18 @@
-"""Assemble a PyTorch-layout tree from the installed torch wheel.
+"""Assemble a PyTorch-layout tree from a torch wheel's torchgen.
 
 The wheel ships the codegen inputs (schema yaml, templates, autograd codegen,
 torchgen) but no native .cpp sources; those come from `native_sources`, a slim
 tree such as our `target_tree/`. The result looks like a checkout to `locate`:
-it has its own `torchgen/` and `tools/autograd/`.
+it has its own `torchgen/` and `tools/autograd/`. The torchgen is the installed
+one, or another release's, taken from its wheel file or an extracted `torchgen/`.
 """
 from __future__ import annotations
 
 import importlib.util
+import os
 import shutil
+import tempfile
+import zipfile
 from pathlib import Path
 
 from codemod.model.errors import BadInput
@@ -24,16 +28,43 @@ def installed_torchgen() -> Path:
     spec = importlib.util.find_spec("torchgen")
     if spec is None or not spec.submodule_search_locations:
         raise BadInput("torchgen is not importable; install torch==2.13.0 (pip install torch==2.13.0)")
-    root = Path(next(iter(spec.submodule_search_locations)))
+    return _checked(Path(next(iter(spec.submodule_search_locations))), "the installed torch; reinstall torch==2.13.0")
+
+
+def _checked(root: Path, where: str) -> Path:
+    """ROOT, a torchgen package directory, if it holds the packaged codegen inputs of a 2.x wheel."""
     packaged = root / "packaged"
     for needed in ("ATen/native/native_functions.yaml", "ATen/native/tags.yaml",
                    "ATen/templates", "autograd/gen_autograd.py", "autograd/derivatives.yaml"):
         if not (packaged / needed).exists():
             raise BadInput(
-                f"{packaged / needed}: missing; the installed torch does not have the "
-                "torch 2.13.0 wheel layout (torchgen/packaged/...); reinstall torch==2.13.0"
+                f"{packaged / needed}: missing; {where} does not have the torch 2.x wheel layout "
+                "(torchgen/packaged/...)"
             )
     return root
+
+
+def _extract_torchgen(wheel: Path, scratch: Path) -> Path:
+    """Unpack only the wheel's torchgen/ members (the rest of a wheel is hundreds of MB)."""
+    try:
+        with zipfile.ZipFile(wheel) as archive:
+            members = [name for name in archive.namelist() if name.startswith("torchgen/")]
+            if not members:
+                raise BadInput(f"{wheel}: holds no torchgen/; pass a torch wheel (pip download --no-deps torch==X)")
+            archive.extractall(scratch, members)
+    except zipfile.BadZipFile as error:
+        raise BadInput(f"{wheel}: not a wheel ({error}); pass a torch .whl file or a torchgen directory") from error
+    return _checked(scratch / "torchgen", str(wheel))
+
+
+def wheel_cache() -> Path:
+    """Where the torch wheels of other releases are kept (they are hundreds of MB: download each once)."""
+    return Path(os.environ.get("CODEMOD_WHEEL_CACHE", REPO_TARGET_TREE.parent / "cpp_ext" / "wheels"))
+
+
+def torch_wheels(directory: Path) -> dict[str, Path]:
+    """The torch wheels `pip download --no-deps torch==X` left in DIRECTORY, by version ("2.15.0")."""
+    return {wheel.name.split("-")[1]: wheel for wheel in sorted(Path(directory).glob("torch-*.whl"))}
 
 
 def _is_wheel_provided(relative: str) -> bool:
@@ -46,14 +77,27 @@ def _is_wheel_provided(relative: str) -> bool:
     )
 
 
-def write_tree_from_torch(dest: Path, native_sources: Path) -> None:
+def write_tree_from_torch(dest: Path, native_sources: Path, torchgen_from: Path | None = None) -> None:
+    """DEST as a checkout: TORCHGEN_FROM's torchgen (a torch .whl, or a torchgen package directory
+    holding packaged/; default the installed one) and its packaged inputs, plus NATIVE_SOURCES."""
     dest = Path(dest)
     native_sources = Path(native_sources)
     if dest.exists() and (not dest.is_dir() or any(dest.iterdir())):
         raise BadInput(f"{dest}: exists and is not an empty directory; pass a new or empty path")
     if not native_sources.is_dir():
         raise BadInput(f"{native_sources}: no such directory (the native .cpp sources to add)")
-    torchgen = installed_torchgen()
+    if torchgen_from is None:
+        _write(dest, native_sources, installed_torchgen())
+    elif Path(torchgen_from).is_dir():
+        _write(dest, native_sources, _checked(Path(torchgen_from), str(torchgen_from)))
+    elif Path(torchgen_from).is_file():
+        with tempfile.TemporaryDirectory(prefix="codemod-wheel-") as scratch:
+            _write(dest, native_sources, _extract_torchgen(Path(torchgen_from), Path(scratch)))
+    else:
+        raise BadInput(f"{torchgen_from}: no such file or directory; pass a torch .whl or a torchgen directory")
+
+
+def _write(dest: Path, native_sources: Path, torchgen: Path) -> None:
     packaged = torchgen / "packaged"
 
     dest.mkdir(parents=True, exist_ok=True)

@@ -27,7 +27,7 @@ from codemod.apply import transaction
 from codemod.cli import explain as explain_step
 from codemod.capture.capture import Capture
 from codemod.model.errors import EXIT_OK, BadInput, CodemodError, VerificationFailed
-from codemod.plan.plan import FileChange, Plan, combined_changes, make_plan
+from codemod.plan.plan import Plan, combined_changes, make_plan
 from codemod.model.tree import Tree, locate
 from codemod.verify.verify import verify
 from codemod.verify import bypass_ext
@@ -392,13 +392,19 @@ def tree() -> None:
     "--sources", type=click.Path(file_okay=False, path_type=Path), default=fromtorch.REPO_TARGET_TREE, show_default=True,
     help="The native .cpp sources and callers to add (the wheel ships none).",
 )
-def from_torch(dest: Path, sources: Path) -> None:
-    """Write a PyTorch-layout tree at DEST from the installed torch 2.13.0: its yaml, templates, torchgen and
-    autograd codegen, plus the native sources of SOURCES."""
+@click.option(
+    "--torchgen", "torchgen_from", type=click.Path(exists=True, path_type=Path), default=None,
+    help="Take torchgen and its packaged inputs from this torch .whl (pip download --no-deps torch==X) "
+    "or torchgen directory instead of the installed torch.",
+)
+def from_torch(dest: Path, sources: Path, torchgen_from: Path | None) -> None:
+    """Write a PyTorch-layout tree at DEST from the installed torch 2.13.0 (or --torchgen's release): its yaml,
+    templates, torchgen and autograd codegen, plus the native sources of SOURCES."""
 
     def action() -> None:
-        fromtorch.write_tree_from_torch(dest, sources)
-        _say(f"wrote a PyTorch-layout tree from the installed torch at {dest} (native sources from {sources})")
+        fromtorch.write_tree_from_torch(dest, sources, torchgen_from)
+        origin = torchgen_from or "the installed torch"
+        _say(f"wrote a PyTorch-layout tree from {origin} at {dest} (native sources from {sources})")
 
     _run(action)
 
