@@ -29,10 +29,10 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from codemod.capture import codegen
-from codemod.model import progress
+from codemod.capture import codegen, fromtorch
+from codemod.model import exact_text, native_yaml, progress
 from codemod.model.errors import BadInput, VerificationFailed
-from codemod.model.tree import TEMPLATES, Tree
+from codemod.model.tree import NATIVE_FUNCTIONS, TEMPLATES, Tree
 from codemod.verify import build
 
 SOURCE_SUFFIXES = (".cpp", ".cc", ".cxx")
@@ -62,11 +62,7 @@ class Headers:
 @dataclass(frozen=True)
 class NotCompiled:
     path: str
-    header: str
-    included_at: str  # file:line of the include
-
-    def __str__(self) -> str:
-        return f"{self.path} includes <{self.header}> ({self.included_at}), which neither the tree nor the installed torch has"
+    why: str
 
 
 @dataclass(frozen=True)
@@ -87,7 +83,10 @@ class CompileReport:
         ]
 
     def unchecked(self) -> list[str]:
-        lines = [str(item) for item in self.not_compiled]
+        by_reason: dict[str, list[str]] = {}
+        for item in self.not_compiled:
+            by_reason.setdefault(item.why, []).append(item.path)
+        lines = [f"{', '.join(paths)}: {why}" for why, paths in by_reason.items()]
         if self.templates:
             lines.append(
                 f"{', '.join(self.templates)}: templates of generated sources, which this check does not build "
@@ -133,6 +132,26 @@ def include_dirs(tree: Tree, headers: Headers) -> list[str]:
     return [f"-I{d}" for d in dirs]
 
 
+def slim_tree(tree: Tree) -> str | None:
+    """Why the tree's regenerated headers cannot stand in for the installed torch's generated ones, or None.
+
+    The installed torch's hand-written headers (ivalue.h, ...) use generated functions of every operator;
+    a tree with its own ATen headers is compiled against those instead.
+    """
+    if tree.path("aten/src/ATen/core/Tensor.h").is_file():
+        return None
+    installed_yaml = fromtorch.installed_torchgen() / "packaged" / NATIVE_FUNCTIONS.removeprefix("aten/src/")
+    installed = set(native_yaml.load(NATIVE_FUNCTIONS, installed_yaml.read_text()).by_name())
+    missing = installed - set(native_yaml.load(NATIVE_FUNCTIONS, exact_text.read(tree, NATIVE_FUNCTIONS)).by_name())
+    if not missing:
+        return None
+    return (
+        f"the tree's native_functions.yaml lacks {len(missing)} of the installed torch's {len(installed)} operators "
+        f"({', '.join(sorted(missing)[:3])}, ...), which the installed headers use, so its regenerated headers cannot "
+        f"replace theirs (a slim tree: `codemod tree from-torch DEST --sources {tree.root}` writes a full one around its sources)"
+    )
+
+
 @functools.lru_cache(maxsize=1)
 def _compiler_identity() -> str:
     if shutil.which(build.CXX) is None:
@@ -143,6 +162,9 @@ def _compiler_identity() -> str:
 def check(tree: Tree, headers: Headers, sources: list[Source], templates: list[str] = ()) -> CompileReport:
     """Compile SOURCES; raise VerificationFailed with every error at the tree's file:line."""
     started = time.monotonic()
+    slim = slim_tree(tree)
+    if slim is not None:
+        return CompileReport((), (), tuple(NotCompiled(s.path, slim) for s in sources), tuple(templates), 0.0)
     with tempfile.TemporaryDirectory(prefix="codemod-compile-") as scratch:
         with ThreadPoolExecutor(max_workers=JOBS) as pool:
             outcomes = list(pool.map(lambda source: _compile(tree, headers, source, Path(scratch)), sources))
@@ -200,7 +222,10 @@ def _missing_header(source: Source, output: str) -> NotCompiled | None:
         return None
     header, where = found["header"], found["where"]
     added_by_bypass = where == source.path and header.encode() not in (source.before or b"")
-    return None if added_by_bypass else NotCompiled(source.path, header, f"{where}:{found['line']}")
+    if added_by_bypass:
+        return None
+    why = f"includes <{header}> ({where}:{found['line']}), which neither the tree nor the installed torch has"
+    return NotCompiled(source.path, why)
 
 
 def _dependencies(tree: Tree, deps_file: Path) -> dict:
