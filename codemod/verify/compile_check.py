@@ -145,7 +145,8 @@ def slim_tree(tree: Tree) -> str | None:
     return (
         f"the tree's native_functions.yaml lacks {len(missing)} of the installed torch's {len(installed)} operators "
         f"({', '.join(sorted(missing)[:3])}, ...), which the installed headers use, so its regenerated headers cannot "
-        f"replace theirs (a slim tree: `codemod tree from-torch DEST --sources {tree.root}` writes a full one around its sources)"
+        f"replace theirs (a slim tree: to compile-check, bypass in the full tree that "
+        f"`codemod tree from-torch DEST --sources {tree.root}` writes around its unbypassed sources)"
     )
 
 
