@@ -27,7 +27,7 @@ import subprocess
 import tempfile
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,6 +36,7 @@ from codemod.capture import codegen, fromtorch
 from codemod.model import exact_text, native_yaml, progress
 from codemod.model.errors import BadInput, VerificationFailed
 from codemod.model.tree import NATIVE_FUNCTIONS, TEMPLATES, Tree
+from codemod.plan.plan import FileChange
 from codemod.verify import build
 
 SOURCE_SUFFIXES = (".cpp", ".cc", ".cxx")
@@ -94,7 +95,7 @@ class CompileReport:
         return [f"{', '.join(paths)}: {why}" for why, paths in by_reason.items()]
 
 
-def sources_of(changes) -> tuple[list[Source], list[str]]:
+def sources_of(changes: Iterable[FileChange]) -> tuple[list[Source], list[str]]:
     """The plan's C++ sources to compile, and its edited templates (compiled only through what they generate)."""
     sources, templates = [], []
     for change in changes:
