@@ -8,7 +8,9 @@ Include order: the regenerated headers, the tree's `aten/src` and root (its own 
 
 Files are compiled as scratch copies (so the check does not depend on what the tree holds) and
 g++'s messages name the tree's paths. A file that includes a header neither the tree nor the
-installed torch has cannot be checked: it is reported by name, never counted as compiled.
+installed torch has cannot be checked: it is reported by name, never counted as compiled. So is an
+edited template unless a compiled file included the header generated from it, and every file of a
+slim tree (a subset of the yaml), whose regenerated headers cannot replace the installed torch's.
 Results are cached by the content hash of the file, the headers, the flags, the compiler and
 torch version, and of each tree header the file included; two files compile at a time.
 """
@@ -25,14 +27,16 @@ import subprocess
 import tempfile
 import threading
 import time
+from collections.abc import Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from codemod.capture import codegen
-from codemod.model import progress
+from codemod.capture import codegen, fromtorch
+from codemod.model import exact_text, native_yaml, progress
 from codemod.model.errors import BadInput, VerificationFailed
-from codemod.model.tree import TEMPLATES, Tree
+from codemod.model.tree import NATIVE_FUNCTIONS, TEMPLATES, Tree
+from codemod.plan.plan import FileChange
 from codemod.verify import build
 
 SOURCE_SUFFIXES = (".cpp", ".cc", ".cxx")
@@ -40,7 +44,8 @@ JOBS = max(1, min(2, os.cpu_count() or 1))
 # What PyTorch compiles libtorch_cpu's sources with: C++20 (the installed headers need it), the
 # library's own export macro; AT_PER_OPERATOR_HEADERS stays undefined, so files include the
 # monolithic Functions.h / NativeFunctions.h that the regenerated headers hold.
-FLAGS = ("-fsyntax-only", "-std=c++20", "-DCAFFE2_BUILD_MAIN_LIB", "-w", "-fdiagnostics-color=never")
+LANGUAGE_FLAGS = ("-std=c++20", "-DCAFFE2_BUILD_MAIN_LIB")
+FLAGS = ("-fsyntax-only", *LANGUAGE_FLAGS, "-w", "-fdiagnostics-color=never")
 SHOWN_ERROR_LINES = 25
 
 _MISSING_HEADER = re.compile(r"^(?P<where>[^:\n]+):(?P<line>\d+):\d+: fatal error: (?P<header>[^:\n]+): No such file or directory$", re.M)
@@ -62,49 +67,41 @@ class Headers:
 @dataclass(frozen=True)
 class NotCompiled:
     path: str
-    header: str
-    included_at: str  # file:line of the include
-
-    def __str__(self) -> str:
-        return f"{self.path} includes <{self.header}> ({self.included_at}), which neither the tree nor the installed torch has"
+    why: str
 
 
 @dataclass(frozen=True)
 class CompileReport:
     compiled: tuple[str, ...]
     cached: tuple[str, ...]  # of compiled: the same inputs compiled clean before
+    templates_compiled: tuple[str, ...]  # edited header templates whose generated header a compiled file included
     not_compiled: tuple[NotCompiled, ...]
-    templates: tuple[str, ...]  # edited .cpp templates: their generated sources are not built here
     seconds: float
 
     def verified(self) -> list[str]:
         if not self.compiled:
             return []
         cached = f"; {len(self.cached)} of them compiled clean before from the same inputs, not recompiled" if self.cached else ""
+        through = f", including the headers generated from the edited {', '.join(self.templates_compiled)}" if self.templates_compiled else ""
         return [
-            f"g++ -fsyntax-only ({' '.join(FLAGS[1:3])}) compiles {', '.join(self.compiled)} against the headers "
-            f"the tree's torchgen regenerated ({len(self.compiled)} files, {self.seconds:.1f} s{cached})"
+            f"g++ -fsyntax-only ({' '.join(LANGUAGE_FLAGS)}) compiles {', '.join(self.compiled)} against the headers "
+            f"the tree's torchgen regenerated{through} ({len(self.compiled)} files, {self.seconds:.1f} s{cached})"
         ]
 
     def unchecked(self) -> list[str]:
-        lines = [str(item) for item in self.not_compiled]
-        if self.templates:
-            lines.append(
-                f"{', '.join(self.templates)}: templates of generated sources, which this check does not build "
-                "(the edited header templates are compiled inside every file above)"
-            )
-        return lines
+        by_reason: dict[str, list[str]] = {}
+        for item in self.not_compiled:
+            by_reason.setdefault(item.why, []).append(item.path)
+        return [f"{', '.join(paths)}: {why}" for why, paths in by_reason.items()]
 
 
-def sources_of(changes) -> tuple[list[Source], list[str]]:
-    """The plan's C++ sources to compile, and its edited .cpp templates (which are not compiled)."""
+def sources_of(changes: Iterable[FileChange]) -> tuple[list[Source], list[str]]:
+    """The plan's C++ sources to compile, and its edited templates (compiled only through what they generate)."""
     sources, templates = [], []
     for change in changes:
-        if not change.path.endswith(SOURCE_SUFFIXES):
-            continue
         if change.path.startswith(TEMPLATES + "/"):
             templates.append(change.path)
-        else:
+        elif change.path.endswith(SOURCE_SUFFIXES):
             sources.append(Source(change.path, change.after, change.before))
     return sources, templates
 
@@ -133,6 +130,27 @@ def include_dirs(tree: Tree, headers: Headers) -> list[str]:
     return [f"-I{d}" for d in dirs]
 
 
+def slim_tree(tree: Tree) -> str | None:
+    """Why the tree's regenerated headers cannot stand in for the installed torch's generated ones, or None.
+
+    The installed torch's hand-written headers (ivalue.h, ...) use generated functions of every operator;
+    a tree with its own ATen headers is compiled against those instead.
+    """
+    if tree.path("aten/src/ATen/core/Tensor.h").is_file():
+        return None
+    installed_yaml = fromtorch.installed_torchgen() / "packaged" / NATIVE_FUNCTIONS.removeprefix("aten/src/")
+    installed = set(native_yaml.load(NATIVE_FUNCTIONS, installed_yaml.read_text()).by_name())
+    missing = installed - set(native_yaml.load(NATIVE_FUNCTIONS, exact_text.read(tree, NATIVE_FUNCTIONS)).by_name())
+    if not missing:
+        return None
+    return (
+        f"the tree's native_functions.yaml lacks {len(missing)} of the installed torch's {len(installed)} operators "
+        f"({', '.join(sorted(missing)[:3])}, ...), which the installed headers use, so its regenerated headers cannot "
+        f"replace theirs (a slim tree: to compile-check, bypass in the full tree that "
+        f"`codemod tree from-torch DEST --sources {tree.root}` writes around its unbypassed sources)"
+    )
+
+
 @functools.lru_cache(maxsize=1)
 def _compiler_identity() -> str:
     if shutil.which(build.CXX) is None:
@@ -140,22 +158,37 @@ def _compiler_identity() -> str:
     return subprocess.run([build.CXX, "--version"], capture_output=True, text=True).stdout
 
 
-def check(tree: Tree, headers: Headers, sources: list[Source], templates: list[str] = ()) -> CompileReport:
-    """Compile SOURCES; raise VerificationFailed with every error at the tree's file:line."""
+def check(tree: Tree, headers: Headers, sources: list[Source], templates: Sequence[str] = ()) -> CompileReport:
+    """Compile SOURCES; raise VerificationFailed with every error at the tree's file:line. TEMPLATES (edited)
+    count as compiled when a compiled file included a header of their name that the tree's torchgen generated."""
     started = time.monotonic()
+    slim = slim_tree(tree)
+    if slim is not None:
+        return CompileReport((), (), (), tuple(NotCompiled(path, slim) for path in [s.path for s in sources] + list(templates)), 0.0)
     with tempfile.TemporaryDirectory(prefix="codemod-compile-") as scratch:
         with ThreadPoolExecutor(max_workers=JOBS) as pool:
             outcomes = list(pool.map(lambda source: _compile(tree, headers, source, Path(scratch)), sources))
     failures = [o.errors for o in outcomes if o.errors]
     if failures:
         raise VerificationFailed("the edited sources do not compile (g++ -fsyntax-only):\n" + "\n".join(failures))
+    generated_read = {Path(name).name for o in outcomes for name in o.generated_read}
+    templates_compiled = [t for t in templates if Path(t).name in generated_read]
+    not_compiled = [o.missing for o in outcomes if o.missing is not None] + [
+        NotCompiled(t, _template_not_compiled(t)) for t in templates if t not in templates_compiled
+    ]
     return CompileReport(
         compiled=tuple(o.source.path for o in outcomes if o.missing is None),
         cached=tuple(o.source.path for o in outcomes if o.cached),
-        not_compiled=tuple(o.missing for o in outcomes if o.missing is not None),
-        templates=tuple(templates),
+        templates_compiled=tuple(templates_compiled),
+        not_compiled=tuple(not_compiled),
         seconds=time.monotonic() - started,
     )
+
+
+def _template_not_compiled(template: str) -> str:
+    if template.endswith(SOURCE_SUFFIXES):
+        return "a template of a generated source, which this check does not build"
+    return "no compiled file includes a header generated from it under its name"
 
 
 @dataclass(frozen=True)
@@ -164,6 +197,7 @@ class _Outcome:
     cached: bool = False
     errors: str = ""
     missing: NotCompiled | None = None
+    generated_read: tuple[str, ...] = ()  # regenerated headers it included, relative to their root
 
 
 def _compile(tree: Tree, headers: Headers, source: Source, scratch: Path) -> _Outcome:
@@ -173,8 +207,9 @@ def _compile(tree: Tree, headers: Headers, source: Source, scratch: Path) -> _Ou
         _compiler_identity(), importlib.metadata.version("torch"),
     )[:24]
     record = build.cache_dir() / "syntax" / f"{key}.json"
-    if _still_clean(record, tree):
-        return _Outcome(source, cached=True)
+    clean = _clean_record(record, tree)
+    if clean is not None:
+        return _Outcome(source, cached=True, generated_read=tuple(clean["generated_headers"]))
     copy = scratch / source.path
     copy.parent.mkdir(parents=True, exist_ok=True)
     copy.write_bytes(source.text)
@@ -184,8 +219,9 @@ def _compile(tree: Tree, headers: Headers, source: Source, scratch: Path) -> _Ou
     result = subprocess.run(command, capture_output=True, text=True)
     output = result.stderr.replace(f"{scratch}/", "")  # scratch copies are named as the tree's files
     if result.returncode == 0:
-        _record_clean(record, tree, deps)
-        return _Outcome(source)
+        read = _dependencies(tree, headers, deps)
+        _record_clean(record, read)
+        return _Outcome(source, generated_read=tuple(read["generated_headers"]))
     missing = _missing_header(source, output)
     if missing is not None:
         return _Outcome(source, missing=missing)
@@ -200,22 +236,27 @@ def _missing_header(source: Source, output: str) -> NotCompiled | None:
         return None
     header, where = found["header"], found["where"]
     added_by_bypass = where == source.path and header.encode() not in (source.before or b"")
-    return None if added_by_bypass else NotCompiled(source.path, header, f"{where}:{found['line']}")
+    if added_by_bypass:
+        return None
+    why = f"includes <{header}> ({where}:{found['line']}), which neither the tree nor the installed torch has"
+    return NotCompiled(source.path, why)
 
 
-def _dependencies(tree: Tree, deps_file: Path) -> dict:
-    """What a compile read (g++ -MD), beyond the regenerated headers and the compiled file: the tree's
+def _dependencies(tree: Tree, headers: Headers, deps_file: Path) -> dict:
+    """What a compile read (g++ -MD) besides the compiled file: the regenerated headers by name, the tree's
     headers by content hash, and the installed torch's by path (a tree header of that path would shadow it)."""
     text = deps_file.read_text().replace("\\\n", " ")
     paths = [Path(name) for name in text.split(":", 1)[1].split()[1:]]
-    tree_headers, installed = {}, []
+    generated, tree_headers, installed = [], {}, []
     for path in paths:
-        if path.is_relative_to(tree.root):
+        if path.is_relative_to(headers.root):
+            generated.append(path.relative_to(headers.root).as_posix())
+        elif path.is_relative_to(tree.root):
             tree_headers[tree.rel(path)] = hashlib.sha256(path.read_bytes()).hexdigest()
         else:
             # the deepest include directory holding it: the name it was included by
             installed += [path.relative_to(d).as_posix() for d in reversed(_installed_include_dirs()) if path.is_relative_to(d)][:1]
-    return {"tree_headers": tree_headers, "installed_headers": installed}
+    return {"generated_headers": generated, "tree_headers": tree_headers, "installed_headers": installed}
 
 
 def _installed_include_dirs() -> list[Path]:
@@ -223,22 +264,25 @@ def _installed_include_dirs() -> list[Path]:
     return [torch / "include", torch / "include/torch/csrc/api/include"]
 
 
-def _record_clean(record: Path, tree: Tree, deps_file: Path) -> None:
+def _record_clean(record: Path, dependencies: dict) -> None:
     record.parent.mkdir(parents=True, exist_ok=True)
     tmp = record.with_suffix(f".tmp{os.getpid()}-{threading.get_ident()}")
-    tmp.write_text(json.dumps(_dependencies(tree, deps_file)))
+    tmp.write_text(json.dumps(dependencies))
     tmp.replace(record)
 
 
-def _still_clean(record: Path, tree: Tree) -> bool:
-    """A clean compile of the same inputs; every tree header it read is unchanged, and none now shadows
-    an installed header it read."""
+def _clean_record(record: Path, tree: Tree) -> dict | None:
+    """The dependencies of a clean compile of the same inputs, if every tree header it read is unchanged
+    and none now shadows an installed header it read; else None."""
     if not record.is_file():
-        return False
+        return None
     deps = json.loads(record.read_text())
+    if "generated_headers" not in deps:  # written before this field
+        return None
     for name, digest in deps["tree_headers"].items():
         path = tree.path(name)
         if not path.is_file() or hashlib.sha256(path.read_bytes()).hexdigest() != digest:
-            return False
+            return None
     own_dirs = (tree.path("aten/src"), tree.root)
-    return not any((d / name).is_file() for name in deps["installed_headers"] for d in own_dirs)
+    shadowed = any((d / name).is_file() for name in deps["installed_headers"] for d in own_dirs)
+    return None if shadowed else deps
