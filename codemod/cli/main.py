@@ -5,6 +5,7 @@ Exit codes: 0 ok, 1 verification failed, 2 bad input.
 from __future__ import annotations
 
 import contextlib
+import json
 import sys
 import time
 from pathlib import Path
@@ -17,6 +18,7 @@ from codemod.cli import catalog
 from codemod.verify import fixed_point
 from codemod.capture import fromtorch
 from codemod.measure import guarded_bench
+from codemod.measure import hot as hot_step
 from codemod.apply import journal
 from codemod.apply import lock
 from codemod.apply import patch
@@ -86,8 +88,12 @@ def main(quiet: bool, verbose: bool) -> None:
 
 
 @main.command()
-@OP_ARGUMENT
+@click.argument("op", required=False, shell_complete=_complete_ops(bypassed=False))
 @TREE_OPTION
+@click.option("--from-hot", "hot_report", type=click.Path(dir_okay=False, path_type=Path),
+              help="Instead of OP: the top bypassable ops of a saved `codemod hot --json` report (see --top).")
+@click.option("--top", type=click.IntRange(min=1), default=1, show_default=True,
+              help="With --from-hot: how many ops, by estimated saving in this mode (plain, or --guarded).")
 @click.option("--dry-run", is_flag=True, help="Print the patch on stdout; write nothing.")
 @click.option("--patch", "patch_file", type=click.Path(dir_okay=False, path_type=Path), help="Also write the patch to this file.")
 @click.option("--no-verify", is_flag=True, help="Skip verification: the compile before applying and the tree's codegen after.")
@@ -97,12 +103,17 @@ def main(quiet: bool, verbose: bool) -> None:
 @click.option("--interactive", "-i", is_flag=True, help="Review each hunk (y/n/a/q); the accepted ones are applied together at the end.")
 @JSON_OPTION
 def bypass(
-    op: str, tree_root: Path, dry_run: bool, patch_file: Path | None, no_verify: bool, no_build: bool, check: bool,
-    guarded: bool, interactive: bool, as_json: bool,
+    op: str | None, tree_root: Path, hot_report: Path | None, top: int, dry_run: bool, patch_file: Path | None,
+    no_verify: bool, no_build: bool, check: bool, guarded: bool, interactive: bool, as_json: bool,
 ) -> None:
     """Make OP (mul, div, ...) call its CPU kernel without the dispatcher."""
 
     def action() -> None:
+        nonlocal op
+        if (op is None) == (hot_report is None):
+            raise BadInput("give OP or --from-hot REPORT.json, one of the two")
+        if hot_report is not None:
+            op = _op_from_hot(hot_report, "guarded" if guarded else "plain", top)
         tree = locate(tree_root)
         with contextlib.nullcontext() if dry_run or check else lock.held(tree):
             if journal.load(tree, op) is not None:
@@ -146,6 +157,16 @@ def bypass(
                 click.echo(report.dumps(report.bypass(plan, applied=applied, verified=verified, seconds=seconds, diff=diff if dry_run else None)))
 
     _run(action, "bypass" if as_json else None)
+
+
+def _op_from_hot(hot_report: Path, mode: str, top: int) -> str:
+    """The op --from-hot picks. Several ops (--top N > 1) need one transaction for all: not wired here yet."""
+    ops = hot_step.top_ops(hot_step.read_report(hot_report, json.loads(report.SCHEMA.read_text())), mode, top)
+    _say(f"from {hot_report}: top {len(ops)} bypassable op{'s' if len(ops) > 1 else ''} by estimated {mode} saving: {', '.join(ops)}")
+    if len(ops) > 1:
+        raise BadInput(f"bypassing {', '.join(ops)} together (one transaction) is not supported yet; "
+                       "use --top 1, or bypass them one at a time")
+    return ops[0]
 
 
 def _ask(hunk: review.Hunk) -> str:
@@ -395,3 +416,52 @@ def bench(
             click.echo(bench_step.table(op, times, observed, counts))
 
     _run(action, "bench" if as_json else None)
+
+
+@main.command(context_settings={"ignore_unknown_options": True})
+@click.argument("script_and_args", nargs=-1, type=click.UNPROCESSED, metavar="[SCRIPT.py [ARGS]...]")
+@TREE_OPTION
+@click.option("--trace", "trace_file", type=click.Path(dir_okay=False, path_type=Path),
+              help="Read a trace saved with torch.profiler's export_chrome_trace instead of running a script.")
+@JSON_OPTION
+@click.option("--plot", "plot_file", type=click.Path(dir_okay=False, path_type=Path),
+              help="Also write a PNG bar chart of the estimated saving (needs the `plot` extra: matplotlib).")
+@click.option("--no-measure", is_flag=True, help="Skip the per-call costs (callgrind, ~1 min per op the first time): no estimate.")
+def hot(
+    script_and_args: tuple[str, ...], tree_root: Path, trace_file: Path | None, as_json: bool, plot_file: Path | None,
+    no_measure: bool,
+) -> None:
+    """Which aten ops of a run are worth bypassing: run SCRIPT.py ARGS under torch.profiler (or read --trace),
+    count calls and self CPU time per op, say whether the tree can bypass each and how many calls the guard would
+    let through, and rank them by the estimated instructions a bypass saves. Options of codemod's own are taken
+    wherever they stand; put the script's after `--` if they clash."""
+
+    def action() -> None:
+        if bool(script_and_args) == (trace_file is not None):
+            raise BadInput("give SCRIPT.py [ARGS] or --trace TRACE.json, one of the two")
+        tree = locate(tree_root)
+        pyplot = bench_step.pyplot() if plot_file is not None else None
+        if trace_file is not None:
+            trace = hot_step.read_trace(trace_file)
+            source = {"script": None, "args": [], "trace": str(trace_file)}
+        else:
+            script, *args = script_and_args
+            with progress.step(f"profile: {script} under torch.profiler"):
+                trace = hot_step.profile(Path(script), tuple(args))
+            source = {"script": script, "args": args, "trace": None}
+        rows = hot_step.aggregate(trace)
+        statuses = {status.op: status for status in catalog.catalog(tree)}
+        costs = {}
+        for op in hot_step.ops_to_measure(rows, statuses):
+            if no_measure:
+                costs[op] = {"not_measured": "--no-measure"}
+                continue
+            with progress.step(f"callgrind: {op}'s instructions per call (once per op and torch version, cached)"):
+                costs[op] = hot_step.measured_cost(tree, op)
+        hot_report = hot_step.report(rows, statuses, costs, {**source, "tree": str(tree.root)})
+        if plot_file is not None:
+            hot_step.plot(hot_report, plot_file, pyplot)
+            _say(f"plot written to {plot_file}")
+        click.echo(report.dumps(hot_report) if as_json else hot_step.table(hot_report))
+
+    _run(action, "hot" if as_json else None)
