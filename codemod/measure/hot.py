@@ -10,6 +10,7 @@ cached; the estimate for the run is calls x that saving, in instructions.
 """
 from __future__ import annotations
 
+import bisect
 import importlib.metadata
 import json
 import os
@@ -59,9 +60,10 @@ class OpCalls:
     """One aten op name of the trace, as the profiler names it: "aten::add_"."""
 
     name: str
-    calls: int = 0
+    calls: int = 0  # as key_averages() counts them
+    nested_in_same_name: int = 0  # calls key_averages() merges into their caller of the same name
     self_cpu_us: float = 0.0
-    overloads: Counter = field(default_factory=Counter)  # "add_.Tensor" -> calls; "" when not recorded
+    overloads: Counter = field(default_factory=Counter)  # "add_.Tensor" -> dispatcher calls; "" when not recorded
     refused: dict[str, Counter] = field(default_factory=dict)  # overload -> refusal -> calls the guard refuses
     refused_calls: Counter = field(default_factory=Counter)  # overload -> calls refused for any reason
     without_autograd_record: Counter = field(default_factory=Counter)  # overload -> calls recorded outside grad mode
@@ -97,21 +99,23 @@ def read_trace(path: Path) -> dict:
 # ---------------------------------------------------------------- aggregate
 
 def aggregate(trace: dict) -> list[OpCalls]:
-    """Per aten op name: calls, self CPU time (its duration minus its children's, per thread), overloads, and
-    the calls the guard would refuse, by reason."""
+    """Per aten op name: calls and self CPU time as key_averages() counts them, and per overload the dispatcher
+    calls and those the guard would refuse, by reason."""
     events = [e for e in trace["traceEvents"] if e.get("ph") == "X" and e.get("cat") in _CPU_CATEGORIES]
     rows: dict[str, OpCalls] = {}
     overloads_recorded = any(e["name"].startswith("aten::") and "." in e["name"] for e in events)
+    flow_starts = {(e.get("tid"), e.get("ts")) for e in trace["traceEvents"] if e.get("ph") == "s" and e.get("cat") == "fwdbwd"}
     for thread in _by_thread(events).values():
-        made_node = _autograd_nodes(thread, trace["traceEvents"])
-        for event, self_us in _self_times(thread):
+        made_node = _autograd_nodes(thread, flow_starts)
+        for event, self_us, own_row in _profiler_calls(thread):
             if not event["name"].startswith("aten::"):
                 continue
             name, _, overload = event["name"].partition(".")
             row = rows.setdefault(name, OpCalls(name))
             base = name.removeprefix("aten::")
             entry = f"{base}.{overload}" if overload else base if overloads_recorded else ""
-            row.calls += 1
+            row.calls += own_row
+            row.nested_in_same_name += not own_row
             row.self_cpu_us += self_us
             row.overloads[entry] += 1
             args = event.get("args", {})
@@ -130,35 +134,57 @@ def _by_thread(events: list[dict]) -> dict[tuple, list[dict]]:
     return threads
 
 
-def _self_times(thread: list[dict]):
-    """Each event with its duration minus that of the events directly inside it (THREAD sorted by start)."""
-    stack: list[list] = []  # [event, end, children's duration]
+@dataclass
+class _Node:
+    event: dict
+    end: float
+    children: list[_Node] = field(default_factory=list)
+
+
+def _profiler_calls(thread: list[dict]):
+    """Each event of THREAD (sorted by start), its self time (its duration minus its children's), and whether
+    key_averages() counts it as a call: the profiler merges an event into its parent of the same name when it is
+    that parent's only child (`mul` calling `mul`: one row, one call, the parent's time)."""
+    roots: list[_Node] = []
+    stack: list[_Node] = []
     for event in thread:
-        while stack and event["ts"] >= stack[-1][1]:
-            done = stack.pop()
-            yield done[0], done[0].get("dur", 0) - done[2]
-        if stack:
-            stack[-1][2] += event.get("dur", 0)
-        stack.append([event, event["ts"] + event.get("dur", 0), 0.0])
-    while stack:
-        done = stack.pop()
-        yield done[0], done[0].get("dur", 0) - done[2]
+        node = _Node(event, event["ts"] + event.get("dur", 0))
+        while stack and event["ts"] >= stack[-1].end:
+            stack.pop()
+        (stack[-1].children if stack else roots).append(node)
+        stack.append(node)
+    pending = roots
+    while pending:
+        node = pending.pop()
+        merged = []
+        while len(node.children) == 1 and _profiler_name(node.children[0].event) == _profiler_name(node.event):
+            merged.append(node.children[0].event)
+            node.children = node.children[0].children
+        yield node.event, node.event.get("dur", 0) - sum(c.event.get("dur", 0) for c in node.children), True
+        for event in merged:
+            yield event, 0.0, False
+        pending.extend(node.children)
 
 
-def _autograd_nodes(thread: list[dict], all_events: list[dict]) -> dict[int, bool]:
+def _profiler_name(event: dict) -> str:
+    """The name key_averages() groups by: the aten op without its overload."""
+    name = event["name"]
+    return name.partition(".")[0] if name.startswith("aten::") else name
+
+
+def _autograd_nodes(thread: list[dict], flow_starts: set[tuple]) -> dict[int, bool]:
     """For each forward call recorded by autograd (it has a sequence number): did it (or its callees) make an
-    autograd node? Yes when the next such call after it ends has a higher number, or when a forward-backward
-    flow starts at it; unknown (absent) for the last one without a flow."""
+    autograd node? Yes when a forward-backward flow starts at it, or when the next such call after it ends has a
+    higher number; unknown (absent) for the last one without a flow."""
     recorded = [e for e in thread if "Sequence number" in e.get("args", {}) and not e["args"].get("Fwd thread id")]
-    flow_starts = {(e.get("tid"), e.get("ts")) for e in all_events if e.get("ph") == "s" and e.get("cat") == "fwdbwd"}
+    starts = [e["ts"] for e in recorded]
     made = {}
-    for index, event in enumerate(recorded):
-        end = event["ts"] + event.get("dur", 0)
-        following = next((f for f in recorded[index + 1:] if f["ts"] >= end), None)
+    for event in recorded:
+        following = bisect.bisect_left(starts, event["ts"] + event.get("dur", 0))
         if (event.get("tid"), event["ts"]) in flow_starts:
             made[id(event)] = True
-        elif following is not None:
-            made[id(event)] = following["args"]["Sequence number"] > event["args"]["Sequence number"]
+        elif following < len(recorded):
+            made[id(event)] = recorded[following]["args"]["Sequence number"] > event["args"]["Sequence number"]
     return made
 
 
@@ -255,6 +281,7 @@ def _op_report(row: OpCalls, status, costs: dict[str, dict]) -> dict:
         "name": row.name,
         "op": op,
         "calls": row.calls,
+        "nested_in_same_name": row.nested_in_same_name,
         "self_cpu_us": round(row.self_cpu_us, 3),
         "overloads": dict(row.overloads),
         "in_tree": status is not None,
