@@ -307,12 +307,13 @@ def _op_report(row: OpCalls, status, costs: dict[str, dict]) -> dict:
 
 def table(hot: dict) -> str:
     source = hot.get("script") or hot.get("trace")
+    width = max([len("op"), *(len(o["name"]) for o in hot["ops"])])
     lines = [
         f"{source}: {len(hot['ops'])} aten ops, {sum(o['calls'] for o in hot['ops']):,} calls, "
         f"{hot['total_self_cpu_us'] / 1000:,.1f} ms self CPU (torch {hot['torch']}); ranked by estimated saving",
-        f"{'':<34} {'':>7} {'self CPU':>10} {'guard lets':>12} {'instructions/call saved':>24} "
+        f"{'':<{width}} {'':>7} {'self CPU':>10} {'guard lets':>12} {'instructions/call saved':>24} "
         f"{'estimated instructions':>24}",
-        f"{'op':<34} {'calls':>7} {'us':>10} {'through':>12} {'plain':>11} {'guarded':>12} {'plain':>11} {'guarded':>12}  bypass",
+        f"{'op':<{width}} {'calls':>7} {'us':>10} {'through':>12} {'plain':>11} {'guarded':>12} {'plain':>11} {'guarded':>12}  bypass",
     ]
     for o in hot["ops"]:
         guard = f"{o['guard']['let_through']}/{o['covered_calls']}" if o["covered_calls"] else "-"
@@ -324,7 +325,7 @@ def table(hot: dict) -> str:
             verdict = "plain, guarded" + (f" (not measured: {o['cost']['not_measured']})" if not saving else "")
         else:
             verdict = "no: " + "; ".join(filter(None, (o["reason"], o["detail"])))
-        lines.append(f"{o['name']:<34} {o['calls']:>7,} {o['self_cpu_us']:>10,.1f} {guard:>12} {per_call} {estimated}  {verdict}")
+        lines.append(f"{o['name']:<{width}} {o['calls']:>7,} {o['self_cpu_us']:>10,.1f} {guard:>12} {per_call} {estimated}  {verdict}")
     lines.append(textwrap.fill("guard lets through: " + hot["guard_judged"], 120))
     lines.append(textwrap.fill("estimated instructions: " + "; ".join(hot["estimate_leaves_out"]) + ".", 120))
     return "\n".join(lines)
@@ -340,12 +341,17 @@ def plot(hot: dict, destination: Path, pyplot, limit: int = 20) -> None:
     width = 0.4
     saving.bar([p - width / 2 for p in positions], [o["estimate"]["plain"] or 0 for o in ops], width, label="plain bypass")
     saving.bar([p + width / 2 for p in positions], [o["estimate"]["guarded"] or 0 for o in ops], width, label="guarded bypass")
-    saving.set(ylabel="estimated instructions saved", title=f"codemod hot: {Path(hot.get('script') or hot.get('trace')).name}, "
+    saving.set(ylabel="instructions saved (estimate)", title=f"codemod hot: {Path(hot.get('script') or hot.get('trace')).name}, "
                                                            "estimated saving for this run (callgrind instructions/call x calls)")
+    saving.yaxis.set_major_formatter("{x:,.0f}")
+    for position, o in zip(positions, ops):
+        note = f"{o['estimate']['plain']:,}" if o["estimate"]["plain"] is not None else "not measured" if o["bypassable"] else ""
+        saving.annotate(note, (position, o["estimate"]["plain"] or 0), ha="center", va="bottom", fontsize=8,
+                        xytext=(0, 2), textcoords="offset points")
     saving.legend()
     colors = ["tab:green" if o["bypassable"] else "tab:gray" for o in ops]
     calls.bar(list(positions), [o["calls"] for o in ops], color=colors)
-    calls.set(ylabel="calls", yscale="log")
+    calls.set(ylabel="calls", yscale="log", ylim=(0.8, max(o["calls"] for o in ops) * 2))
     calls.set_xticks(list(positions), names, rotation=60, ha="right")
     for label, color in zip(calls.get_xticklabels(), colors):
         label.set_color(color)
