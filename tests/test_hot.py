@@ -180,10 +180,12 @@ def test_a_script_that_raises_exits_2_with_its_last_traceback_line(tmp_path: Pat
     assert error["command"] == "hot" and error["error"].endswith(last)
 
 
-def test_script_arguments_reach_the_script(tmp_path: Path) -> None:
+def test_script_runs_as_python_would_run_it(tmp_path: Path) -> None:
+    write_script(tmp_path, "sibling.py", "EXPECTED = ['--steps', '3']\n")
     script = write_script(tmp_path, "args.py", """
         import sys, torch
-        assert sys.argv[1:] == ["--steps", "3"], sys.argv
+        from sibling import EXPECTED  # the script's directory comes first on sys.path
+        assert sys.argv[1:] == EXPECTED and __name__ == "__main__", sys.argv
         for _ in range(int(sys.argv[2])):
             torch.ones(2).mul(torch.ones(2))
     """)
@@ -221,6 +223,8 @@ def test_from_hot_refuses_a_bad_report(tree: Path, tmp_path: Path) -> None:
     with pytest.raises(BadInput, match="not the output of `codemod hot --json`"):
         bad.write_text(json.dumps({"command": "ops", "ops": []}))
         hot.read_report(bad, json.loads(SCHEMA.read_text()))
+    not_a_trace = run_codemod("hot", "--trace", str(bad), "--tree", str(tree))
+    assert not_a_trace.returncode == 2 and "no `traceEvents` list" in not_a_trace.stderr
     both = run_codemod("bypass", "add", "--from-hot", str(bad), "--tree", str(tree))
     assert both.returncode == 2 and "give OP or --from-hot REPORT.json, one of the two" in both.stderr
 

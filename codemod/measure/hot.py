@@ -78,7 +78,7 @@ def profile(script: Path, args: tuple[str, ...]) -> dict:
     with tempfile.TemporaryDirectory(prefix="codemod-hot-") as scratch:
         trace_path = Path(scratch) / "trace.json"
         command = [sys.executable, profile_script.__file__, str(trace_path), str(script), *args]
-        result = subprocess.run(command, capture_output=True, text=True, env={**os.environ, "PYTHONSAFEPATH": "1"})
+        result = subprocess.run(command, capture_output=True, text=True)
         if result.returncode != 0:
             lines = [line for line in result.stderr.splitlines() if line.strip() and not line.startswith("USDT:")]
             last = lines[-1] if lines else f"exit {result.returncode}, nothing on stderr"

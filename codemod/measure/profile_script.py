@@ -18,17 +18,17 @@ import os
 import runpy
 import sys
 
-import torch
-from torch._C._profiler import _ExperimentalConfig, _TensorMetadata
-from torch.profiler import ProfilerActivity, profile
-
+# codemod.measure.hot reads these keys; importing this module for them must not import torch (seconds)
 DEVICES, LAYOUTS, AUTOGRAD_META = "codemod: Input devices", "codemod: Input layouts", "codemod: Input autograd metadata"
 
 
 def main() -> None:
+    from torch._C._profiler import _ExperimentalConfig, _TensorMetadata
+    from torch.profiler import ProfilerActivity, profile
+
     trace_path, script, *args = sys.argv[1:]
     sys.argv = [script, *args]
-    sys.path[0] = os.path.dirname(os.path.abspath(script))
+    sys.path[0] = os.path.dirname(os.path.abspath(script))  # where python put this file's directory
     config = _ExperimentalConfig(capture_overload_names=True)
     with profile(activities=[ProfilerActivity.CPU], record_shapes=True, experimental_config=config) as profiler:
         try:
@@ -57,6 +57,8 @@ def main() -> None:
 
 def _live_tensors_with_autograd_meta() -> dict[int, str]:
     """TensorImpl address -> "requires_grad" / "view" / "none", for the tensors alive now."""
+    import torch
+
     found = {}
     for obj in gc.get_objects():
         if isinstance(obj, torch.Tensor):
@@ -64,7 +66,7 @@ def _live_tensors_with_autograd_meta() -> dict[int, str]:
     return found
 
 
-def _torch_ops(profiler: profile):
+def _torch_ops(profiler):
     pending = list(profiler.profiler.kineto_results.experimental_event_tree())
     while pending:
         event = pending.pop()
