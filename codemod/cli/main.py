@@ -456,7 +456,7 @@ def hot(
             if no_measure:
                 costs[op] = {"not_measured": "--no-measure"}
                 continue
-            with progress.step(f"callgrind: {op}'s instructions per call (once per op and torch version, cached)"):
+            with progress.step(f"cost: {op}'s instructions per call, dispatcher and bypasses (callgrind once per op and torch version)"):
                 costs[op] = hot_step.measured_cost(tree, op)
         hot_report = hot_step.report(rows, statuses, costs, {**source, "tree": str(tree.root)})
         if plot_file is not None:

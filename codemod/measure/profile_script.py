@@ -8,7 +8,8 @@ The trace is torch's own `export_chrome_trace`, with overload names (`aten::mul.
 what the chrome trace leaves out added to each op's args under `codemod: ` keys, from the
 profiler's event tree (matched by correlation id, the trace's `External id`): each tensor
 input's device and layout, and whether it is a tensor still alive when the script ended that
-requires grad or is a view (matched by TensorImpl address; tensors freed earlier are unknown).
+requires grad or is a view (matched by the addresses of its TensorImpl and data, dtype and
+sizes; tensors freed earlier are unknown).
 """
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ import json
 import os
 import runpy
 import sys
+import warnings
 
 # codemod.measure.hot reads these keys; importing this module for them must not import torch (seconds)
 DEVICES, LAYOUTS, AUTOGRAD_META = "codemod: Input devices", "codemod: Input layouts", "codemod: Input autograd metadata"
@@ -50,20 +52,34 @@ def main() -> None:
         tensors = [i if isinstance(i, _TensorMetadata) else None for i in recorded]
         event["args"][DEVICES] = [str(t.device) if t else "" for t in tensors]
         event["args"][LAYOUTS] = [str(t.layout) if t else "" for t in tensors]
-        event["args"][AUTOGRAD_META] = [with_meta.get(t.impl_ptr, "unknown") if t else "" for t in tensors]
+        event["args"][AUTOGRAD_META] = [with_meta.get(_identity(t.impl_ptr, t.storage_data_ptr, t.dtype, t.sizes), "unknown")
+                                        if t else "" for t in tensors]
     with open(trace_path, "w") as file:
         json.dump(trace, file)
 
 
-def _live_tensors_with_autograd_meta() -> dict[int, str]:
-    """TensorImpl address -> "requires_grad" / "view" / "none", for the tensors alive now."""
+def _live_tensors_with_autograd_meta() -> dict[tuple, str]:
+    """_identity -> "requires_grad" / "view" / "none", for the tensors alive now. A leaf that requires grad (a
+    parameter) did so from its creation; a result that requires grad only from when the op making it returned,
+    so calls inside that op saw it without: left out (unknown), its later calls in grad mode make autograd nodes."""
     import torch
 
     found = {}
-    for obj in gc.get_objects():
-        if isinstance(obj, torch.Tensor):
-            found[obj._cdata] = "requires_grad" if obj.requires_grad else "view" if obj._is_view() else "none"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # isinstance on deprecated module attributes warns
+        tensors = [obj for obj in gc.get_objects() if isinstance(obj, torch.Tensor)]
+    for tensor in tensors:
+        if tensor.layout != torch.strided or tensor.device.type == "meta" or (tensor.requires_grad and not tensor.is_leaf):
+            continue
+        key = _identity(tensor._cdata, tensor.untyped_storage().data_ptr(), tensor.dtype, tensor.shape)
+        found[key] = "requires_grad" if tensor.requires_grad else "view" if tensor._is_view() else "none"
     return found
+
+
+def _identity(impl_address: int, data_address: int | None, dtype, sizes) -> tuple:
+    """A tensor as the profiler recorded it: its TensorImpl's and its data's addresses, dtype and sizes. Addresses
+    are reused once freed; all four matching a live tensor makes a freed one unlikely."""
+    return impl_address, data_address or 0, str(dtype), tuple(sizes)
 
 
 def _torch_ops(profiler):
