@@ -37,8 +37,8 @@ REFUSALS = ("requires_grad", "view", "device", "layout", "dtype")
 GUARD_JUDGED = (
     "A call counts as let through unless the trace shows an input the guard refuses: one that requires grad "
     "(the call made an autograd node: grad mode was on and the next autograd-recorded call has a higher sequence "
-    "number, or a forward-backward link leaves it; or, for a script run by codemod, the input is a tensor still alive "
-    "at the end that requires grad), a view (alive at the end), a device other than cpu or a layout other than strided "
+    "number, or a forward-backward link leaves it; or, for a script run by codemod, the input is a leaf tensor still "
+    "alive at the end that requires grad: a parameter), a view (alive at the end), a device other than cpu or a layout other than strided "
     "(recorded for a script run by codemod), or a quantized dtype. The trace cannot tell views and other tensors with "
     "autograd metadata that were freed before the end, the Conjugate/Negative bits, tensor subclasses and modes; so "
     "the share is an upper bound. While profiling, the guard lets nothing through (the profiler is a RecordFunction "
