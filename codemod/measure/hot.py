@@ -334,6 +334,8 @@ def table(hot: dict) -> str:
 def plot(hot: dict, destination: Path, pyplot, limit: int = 20) -> None:
     """A PNG: the estimated saving of the top ops (plain and guarded bars), over their calls, bypassable ops in green."""
     ops = hot["ops"][:limit]
+    if not ops:
+        raise BadInput("the run called no aten op: nothing to plot")
     names = [o["name"].removeprefix("aten::") for o in ops]
     positions = range(len(ops))
     figure, (saving, calls) = pyplot.subplots(2, 1, sharex=True, figsize=(max(7, 0.45 * len(ops) + 2), 7),
