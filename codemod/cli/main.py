@@ -5,6 +5,7 @@ Exit codes: 0 ok, 1 verification failed, 2 bad input.
 from __future__ import annotations
 
 import contextlib
+import json
 import sys
 import time
 from pathlib import Path
@@ -17,6 +18,7 @@ from codemod.cli import catalog
 from codemod.verify import fixed_point
 from codemod.capture import fromtorch
 from codemod.measure import guarded_bench
+from codemod.measure import hot as hot_step
 from codemod.apply import journal
 from codemod.apply import lock
 from codemod.apply import patch, scratch, unjournaled
@@ -106,8 +108,12 @@ def main(quiet: bool, verbose: bool) -> None:
 
 
 @main.command()
-@OPS_ARGUMENT
+@click.argument("op_names", metavar="OP...", nargs=-1, shell_complete=_complete_ops(bypassed=False), callback=_validated_ops)
 @TREE_OPTION
+@click.option("--from-hot", "hot_report", type=click.Path(dir_okay=False, path_type=Path),
+              help="Instead of OP: the top bypassable ops of a saved `codemod hot --json` report (see --top).")
+@click.option("--top", type=click.IntRange(min=1), default=1, show_default=True,
+              help="With --from-hot: how many ops, by estimated saving in this mode (plain, or --guarded).")
 @click.option("--dry-run", is_flag=True, help="Print the patch on stdout; write nothing.")
 @click.option("--patch", "patch_file", type=click.Path(dir_okay=False, path_type=Path), help="Also write the patch to this file.")
 @click.option("--no-verify", is_flag=True, help="Skip verification: the compile before applying and the tree's codegen after.")
@@ -117,13 +123,18 @@ def main(quiet: bool, verbose: bool) -> None:
 @click.option("--interactive", "-i", is_flag=True, help="Review each hunk (y/n/a/q); the accepted ones are applied together at the end.")
 @JSON_OPTION
 def bypass(
-    op_names: tuple[str, ...], tree_root: Path, dry_run: bool, patch_file: Path | None, no_verify: bool, no_build: bool, check: bool,
-    guarded: bool, interactive: bool, as_json: bool,
+    op_names: tuple[str, ...], tree_root: Path, hot_report: Path | None, top: int, dry_run: bool, patch_file: Path | None,
+    no_verify: bool, no_build: bool, check: bool, guarded: bool, interactive: bool, as_json: bool,
 ) -> None:
     """Make each OP (mul, div, ...) call its CPU kernel without the dispatcher; several ops are applied in one
     transaction and verified together."""
 
     def action() -> None:
+        nonlocal op_names
+        if bool(op_names) == (hot_report is not None):
+            raise BadInput("give OP... or --from-hot REPORT.json, one of the two")
+        if hot_report is not None:
+            op_names = _ops_from_hot(hot_report, "guarded" if guarded else "plain", top)
         tree = locate(tree_root)
         if patch_file is not None:
             _refuse_patch_into_state(tree, patch_file)
@@ -188,6 +199,8 @@ def _write_patch(patch_file: Path, diff: str) -> None:
     except OSError as error:
         why = error.strerror if patch_file.parent.is_dir() else f"no directory {patch_file.parent}"
         raise BadInput(f"{patch_file}: cannot write the patch ({why}); nothing was written: pass --patch a writable file")
+
+
 def _already_bypassed(tree: Tree, op: str, mode: str, as_json: bool) -> bool:
     """Is OP bypassed already? Said, in which mode; in the other mode it is refused (revert it first)."""
     existing = journal.load(tree, op)
@@ -222,6 +235,15 @@ def _refuse_patch_into_state(tree: Tree, patch_file: Path) -> None:
     for state in (tree.root / journal.JOURNAL_DIR, tree.root / lock.LOCK_FILE):
         if resolved == state or resolved.is_relative_to(state):
             raise BadInput(f"--patch {patch_file}: inside {state}, codemod's own state; write the patch elsewhere, nothing was written")
+
+
+def _ops_from_hot(hot_report: Path, mode: str, top: int) -> tuple[str, ...]:
+    """The ops --from-hot picks: the TOP bypassable ones of the report by estimated saving in MODE."""
+    ops = hot_step.top_ops(hot_step.read_report(hot_report, json.loads(report.SCHEMA.read_text())), mode, top)
+    for op in ops:
+        op_name.validated(op)  # a report is input like any other: its names become journal file names
+    _say(f"from {hot_report}: top {len(ops)} bypassable op{'s' if len(ops) > 1 else ''} by estimated {mode} saving: {', '.join(ops)}")
+    return tuple(ops)
 
 
 def _ask(hunk: review.Hunk) -> str:
@@ -541,3 +563,52 @@ def bench(
             click.echo(bench_step.table(op, times, observed, counts, built.timed_call))
 
     _run(action, "bench" if as_json else None)
+
+
+@main.command(context_settings={"ignore_unknown_options": True})
+@click.argument("script_and_args", nargs=-1, type=click.UNPROCESSED, metavar="[SCRIPT.py [ARGS]...]")
+@TREE_OPTION
+@click.option("--trace", "trace_file", type=click.Path(dir_okay=False, path_type=Path),
+              help="Read a trace saved with torch.profiler's export_chrome_trace instead of running a script.")
+@JSON_OPTION
+@click.option("--plot", "plot_file", type=click.Path(dir_okay=False, path_type=Path),
+              help="Also write a PNG bar chart of the estimated saving (needs the `plot` extra: matplotlib).")
+@click.option("--no-measure", is_flag=True, help="Skip the per-call costs (callgrind, ~1 min per op the first time): no estimate.")
+def hot(
+    script_and_args: tuple[str, ...], tree_root: Path, trace_file: Path | None, as_json: bool, plot_file: Path | None,
+    no_measure: bool,
+) -> None:
+    """Which aten ops of a run are worth bypassing: run SCRIPT.py ARGS under torch.profiler (or read --trace),
+    count calls and self CPU time per op, say whether the tree can bypass each and how many calls the guard would
+    let through, and rank them by the estimated instructions a bypass saves. Options of codemod's own are taken
+    wherever they stand; put the script's after `--` if they clash."""
+
+    def action() -> None:
+        if bool(script_and_args) == (trace_file is not None):
+            raise BadInput("give SCRIPT.py [ARGS] or --trace TRACE.json, one of the two")
+        tree = locate(tree_root)
+        pyplot = bench_step.pyplot() if plot_file is not None else None
+        if trace_file is not None:
+            trace = hot_step.read_trace(trace_file)
+            source = {"script": None, "args": [], "trace": str(trace_file)}
+        else:
+            script, *args = script_and_args
+            with progress.step(f"profile: {script} under torch.profiler"):
+                trace = hot_step.profile(Path(script), tuple(args))
+            source = {"script": script, "args": args, "trace": None}
+        rows = hot_step.aggregate(trace)
+        statuses = {status.op: status for status in catalog.catalog(tree)}
+        costs = {}
+        for op in hot_step.ops_to_measure(rows, statuses):
+            if no_measure:
+                costs[op] = {"not_measured": "--no-measure"}
+                continue
+            with progress.step(f"cost: {op}'s instructions per call, dispatcher and bypasses (callgrind once per op and torch version)"):
+                costs[op] = hot_step.measured_cost(tree, op)
+        hot_report = hot_step.report(rows, statuses, costs, {**source, "tree": str(tree.root)})
+        if plot_file is not None:
+            hot_step.plot(hot_report, plot_file, pyplot)
+            _say(f"plot written to {plot_file}")
+        click.echo(report.dumps(hot_report) if as_json else hot_step.table(hot_report))
+
+    _run(action, "hot" if as_json else None)

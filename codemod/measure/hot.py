@@ -1,0 +1,402 @@
+"""`codemod hot`: which aten ops of a real run are worth bypassing, from a torch.profiler trace.
+
+The trace is the user's (`export_chrome_trace`) or made by running their script under the
+profiler in a subprocess (profile_script.py). Per aten op name, as the profiler names it
+(`aten::add_`), it counts calls and self CPU time as `key_averages()` does, and judges for
+each call whether the guarded bypass's guard (plan/guarded.py) would take the fast path,
+from what the trace records. The per-call saving is measured once per op and torch version
+with callgrind on guarded_bench's harness (dispatcher, plain bypass and guarded paths) and
+cached; the estimate for the run is calls x that saving, in instructions.
+"""
+from __future__ import annotations
+
+import bisect
+import importlib.metadata
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import textwrap
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from codemod.measure import guarded_bench, profile_script
+from codemod.model.errors import BadInput, CodemodError
+from codemod.model.native_yaml import op_name
+from codemod.model.tree import Tree
+from codemod.verify import build
+
+MODES = ("plain", "guarded")
+_CPU_CATEGORIES = {"cpu_op", "user_annotation", "python_function"}
+# dtypes whose tensors carry a Quantized key, which the guard sends to the dispatcher
+_QUANTIZED = {"c10::quint8", "c10::qint8", "c10::qint32", "c10::quint4x2", "c10::quint2x4"}
+REFUSALS = ("requires_grad", "view", "device", "layout", "dtype")
+
+GUARD_JUDGED = (
+    "A call counts as let through unless the trace shows an input the guard refuses: one that requires grad "
+    "(the call made an autograd node: grad mode was on and the next autograd-recorded call has a higher sequence "
+    "number, or a forward-backward link leaves it; or, for a script run by codemod, the input is a leaf tensor still "
+    "alive at the end that requires grad: a parameter), a view (alive at the end), a device other than cpu or a layout other than strided "
+    "(recorded for a script run by codemod), or a quantized dtype. The trace cannot tell views and other tensors with "
+    "autograd metadata that were freed before the end, the Conjugate/Negative bits, tensor subclasses and modes; so "
+    "the share is an upper bound. While profiling, the guard lets nothing through (the profiler is a RecordFunction "
+    "callback): the share is for the same run without a profiler."
+)
+ESTIMATE_LEAVES_OUT = (
+    "an estimate, in instructions: calls x (dispatcher - bypass) instructions/call as callgrind counts them for the "
+    "functional overload on 2-element float32 tensors; in-place and out= calls are assumed to cost the same",
+    "calls of overloads the bypass does not cover (aten::mul.Scalar) count nothing; a trace without overload "
+    "names counts every call of the name",
+    "the guard's own cost on calls it sends to the dispatcher, and whatever the plain bypass breaks "
+    "(autograd, the profiler, other backends: see `codemod bypass OP --dry-run`)",
+    "time: instructions are not nanoseconds, and cache or branch effects of a smaller dispatcher path are not counted",
+)
+
+
+@dataclass
+class OpCalls:
+    """One aten op name of the trace, as the profiler names it: "aten::add_"."""
+
+    name: str
+    calls: int = 0  # as key_averages() counts them
+    nested_in_same_name: int = 0  # calls key_averages() merges into their caller of the same name
+    self_cpu_us: float = 0.0
+    overloads: Counter = field(default_factory=Counter)  # "add_.Tensor" -> dispatcher calls; "" when not recorded
+    refused: dict[str, Counter] = field(default_factory=dict)  # overload -> refusal -> calls the guard refuses
+    refused_calls: Counter = field(default_factory=Counter)  # overload -> calls refused for any reason
+    without_autograd_record: Counter = field(default_factory=Counter)  # overload -> calls recorded outside grad mode
+
+
+# ---------------------------------------------------------------- get a trace
+
+def profile(script: Path, args: tuple[str, ...]) -> dict:
+    """Run SCRIPT ARGS under the profiler in a subprocess; its trace. A script that fails is bad input (exit 2)."""
+    if not script.is_file():
+        raise BadInput(f"{script}: no such script")
+    with tempfile.TemporaryDirectory(prefix="codemod-hot-") as scratch:
+        trace_path = Path(scratch) / "trace.json"
+        command = [sys.executable, profile_script.__file__, str(trace_path), str(script), *args]
+        result = subprocess.run(command, capture_output=True, text=True)
+        if result.returncode != 0:
+            lines = [line for line in result.stderr.splitlines() if line.strip() and not line.startswith("USDT:")]
+            last = lines[-1] if lines else f"exit {result.returncode}, nothing on stderr"
+            raise BadInput(f"{script} failed under the profiler (exit {result.returncode}): {last}")
+        return read_trace(trace_path)
+
+
+def read_trace(path: Path) -> dict:
+    try:
+        trace = json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise BadInput(f"{path}: not a readable JSON trace ({error})") from None
+    if not isinstance(trace, dict) or not isinstance(trace.get("traceEvents"), list):
+        raise BadInput(f"{path}: no `traceEvents` list; save the trace with torch.profiler's export_chrome_trace")
+    return trace
+
+
+# ---------------------------------------------------------------- aggregate
+
+def aggregate(trace: dict) -> list[OpCalls]:
+    """Per aten op name: calls and self CPU time as key_averages() counts them, and per overload the dispatcher
+    calls and those the guard would refuse, by reason."""
+    events = [e for e in trace["traceEvents"] if e.get("ph") == "X" and e.get("cat") in _CPU_CATEGORIES]
+    rows: dict[str, OpCalls] = {}
+    overloads_recorded = any(e["name"].startswith("aten::") and "." in e["name"] for e in events)
+    flow_starts = {(e.get("tid"), e.get("ts")) for e in trace["traceEvents"] if e.get("ph") == "s" and e.get("cat") == "fwdbwd"}
+    for thread in _by_thread(events).values():
+        made_node = _autograd_nodes(thread, flow_starts)
+        for event, self_us, own_row in _profiler_calls(thread):
+            if not event["name"].startswith("aten::"):
+                continue
+            name, _, overload = event["name"].partition(".")
+            row = rows.setdefault(name, OpCalls(name))
+            base = name.removeprefix("aten::")
+            entry = f"{base}.{overload}" if overload else base if overloads_recorded else ""
+            row.calls += own_row
+            row.nested_in_same_name += not own_row
+            row.self_cpu_us += self_us
+            row.overloads[entry] += 1
+            args = event.get("args", {})
+            if "Sequence number" not in args:
+                row.without_autograd_record[entry] += 1
+            reasons = _refusals(args, made_node.get(id(event)))
+            row.refused.setdefault(entry, Counter()).update(reasons)
+            row.refused_calls[entry] += bool(reasons)
+    return sorted(rows.values(), key=lambda r: (-r.calls, r.name))
+
+
+def _by_thread(events: list[dict]) -> dict[tuple, list[dict]]:
+    threads: dict[tuple, list[dict]] = {}
+    for event in sorted(events, key=lambda e: (e["ts"], -e.get("dur", 0))):
+        threads.setdefault((event.get("pid"), event.get("tid")), []).append(event)
+    return threads
+
+
+@dataclass
+class _Node:
+    event: dict
+    end: float
+    children: list[_Node] = field(default_factory=list)
+
+
+def _profiler_calls(thread: list[dict]):
+    """Each event of THREAD (sorted by start), its self time (its duration minus its children's), and whether
+    key_averages() counts it as a call: the profiler merges an event into its parent of the same name when it is
+    that parent's only child (`mul` calling `mul`: one row, one call, the parent's time)."""
+    roots: list[_Node] = []
+    stack: list[_Node] = []
+    for event in thread:
+        node = _Node(event, event["ts"] + event.get("dur", 0))
+        while stack and event["ts"] >= stack[-1].end:
+            stack.pop()
+        (stack[-1].children if stack else roots).append(node)
+        stack.append(node)
+    pending = roots
+    while pending:
+        node = pending.pop()
+        merged = []
+        while len(node.children) == 1 and _profiler_name(node.children[0].event) == _profiler_name(node.event):
+            merged.append(node.children[0].event)
+            node.children = node.children[0].children
+        yield node.event, node.event.get("dur", 0) - sum(c.event.get("dur", 0) for c in node.children), True
+        for event in merged:
+            yield event, 0.0, False
+        pending.extend(node.children)
+
+
+def _profiler_name(event: dict) -> str:
+    """The name key_averages() groups by: the aten op without its overload."""
+    name = event["name"]
+    return name.partition(".")[0] if name.startswith("aten::") else name
+
+
+def _autograd_nodes(thread: list[dict], flow_starts: set[tuple]) -> dict[int, bool]:
+    """For each forward call recorded by autograd (it has a sequence number): did it (or its callees) make an
+    autograd node? Yes when a forward-backward flow starts at it, or when the next such call after it ends has a
+    higher number; unknown (absent) for the last one without a flow."""
+    recorded = [e for e in thread if "Sequence number" in e.get("args", {}) and not e["args"].get("Fwd thread id")]
+    starts = [e["ts"] for e in recorded]
+    made = {}
+    for event in recorded:
+        following = bisect.bisect_left(starts, event["ts"] + event.get("dur", 0))
+        if (event.get("tid"), event["ts"]) in flow_starts:
+            made[id(event)] = True
+        elif following < len(recorded):
+            made[id(event)] = recorded[following]["args"]["Sequence number"] > event["args"]["Sequence number"]
+    return made
+
+
+def _refusals(args: dict, made_node: bool | None) -> set[str]:
+    """Why the guard would send this call to the dispatcher, from what the trace recorded."""
+    reasons = set()
+    meta = args.get(profile_script.AUTOGRAD_META, [])
+    if made_node or "requires_grad" in meta:
+        reasons.add("requires_grad")
+    if "view" in meta:
+        reasons.add("view")
+    if any(device not in ("", "cpu") for device in args.get(profile_script.DEVICES, [])):
+        reasons.add("device")
+    if any(layout not in ("", "torch.strided") for layout in args.get(profile_script.LAYOUTS, [])):
+        reasons.add("layout")
+    if _QUANTIZED & set(args.get("Input type", [])):
+        reasons.add("dtype")
+    return reasons
+
+
+# ---------------------------------------------------------------- per-call cost
+
+def per_call_cost(tree: Tree, op: str) -> dict:
+    """Callgrind instructions per call of at::OP through the dispatcher, the plain bypass and the guarded bypass
+    (guarded_bench's harness), measured once per op and torch version and cached in the build cache."""
+    version = importlib.metadata.version("torch")
+    cached = build.cache_dir() / f"hot-cost-{op}-torch-{version}.json"
+    if cached.is_file():
+        return json.loads(cached.read_text())
+    built = build.compile_source(guarded_bench.render(tree, op), name=f"guarded-bench-{op}")
+    per_call = guarded_bench.instructions(built.executable, op)["per_call"]
+    cost = {"torch": version, **{path: round(per_call[path], 1) for path in guarded_bench.PATHS}}
+    cached.parent.mkdir(parents=True, exist_ok=True)
+    tmp = cached.with_suffix(f".tmp{os.getpid()}")
+    tmp.write_text(json.dumps(cost))
+    tmp.replace(cached)
+    return cost
+
+
+def measured_cost(tree: Tree, op: str) -> dict:
+    """per_call_cost, or why it could not be measured: {"not_measured": reason}."""
+    try:
+        cost = per_call_cost(tree, op)
+    except CodemodError as error:
+        return {"not_measured": str(error).splitlines()[0]}
+    return {
+        "instructions_per_call": {path: cost[path] for path in guarded_bench.PATHS},
+        "saving_per_call": {"plain": round(cost["dispatch"] - cost["bypass"], 1),
+                            "guarded": round(cost["dispatch"] - cost["guarded"], 1)},
+    }
+
+
+# ---------------------------------------------------------------- the report
+
+def report(rows: list[OpCalls], statuses: dict, costs: dict[str, dict], source: dict) -> dict:
+    """The `hot` object of output.schema.json. STATUSES: op -> the tree's catalog status (codemod ops), ops absent
+    from the tree left out; COSTS: op -> measured_cost, or {"not_measured": why} for ops not measured."""
+    ops = [_op_report(row, statuses.get(_op_of(row.name, statuses)), costs) for row in rows]
+    ops.sort(key=lambda o: (-(o["estimate"]["plain"] or -1), -(o["estimate"]["guarded"] or -1), not o["bypassable"],
+                            -o["calls"], o["name"]))
+    return {
+        "command": "hot",
+        **source,
+        "torch": importlib.metadata.version("torch"),
+        "total_self_cpu_us": round(sum(r.self_cpu_us for r in rows), 3),
+        "ranked_by": "estimated instructions saved by a plain bypass, then by a guarded one; then bypassable ops first, by calls",
+        "guard_judged": GUARD_JUDGED,
+        "estimate_leaves_out": list(ESTIMATE_LEAVES_OUT),
+        "ops": ops,
+    }
+
+
+def ops_to_measure(rows: list[OpCalls], statuses: dict) -> list[str]:
+    """The bypassable ops the run calls, whose per-call cost the estimate needs."""
+    return sorted({op for op in (_op_of(r.name, statuses) for r in rows) if op in statuses and statuses[op].bypassable})
+
+
+def _op_of(name: str, statuses: dict) -> str:
+    """The op `bypass` takes for a profiler name: "aten::add_" -> "add"."""
+    base = name.removeprefix("aten::")
+    return base if base in statuses else op_name(base)
+
+
+def _op_report(row: OpCalls, status, costs: dict[str, dict]) -> dict:
+    op = _op_of(row.name, {status.op: status} if status else {})
+    covered_by = set(status.overloads) if status is not None and status.bypassable else None
+    covered = [o for o in row.overloads if covered_by is None or o == "" or o in covered_by]
+    covered_calls = sum(row.overloads[o] for o in covered)
+    refused = sum((row.refused.get(o, Counter()) for o in covered), Counter())
+    let_through = covered_calls - sum(row.refused_calls[o] for o in covered)
+    cost = costs.get(op) or {"not_measured": "not bypassable: no bypass to compare with" if covered_by is None else "not measured"}
+    saving = cost.get("saving_per_call")
+    return {
+        "name": row.name,
+        "op": op,
+        "calls": row.calls,
+        "nested_in_same_name": row.nested_in_same_name,
+        "self_cpu_us": round(row.self_cpu_us, 3),
+        "overloads": dict(row.overloads),
+        "in_tree": status is not None,
+        "bypassable": covered_by is not None,
+        "reason": status.reason if status is not None else "not in the tree's native_functions.yaml",
+        "detail": status.detail if status is not None else "",
+        "covered_calls": covered_calls,
+        "guard": {
+            "let_through": let_through,
+            "share": round(let_through / covered_calls, 4) if covered_calls else None,
+            "refused": {reason: refused[reason] for reason in REFUSALS if refused[reason]},
+            "without_autograd_record": sum(row.without_autograd_record[o] for o in covered),
+        },
+        "cost": cost,
+        "estimate": {
+            "plain": round(covered_calls * saving["plain"]) if saving and covered_by is not None else None,
+            "guarded": round(let_through * saving["guarded"]) if saving and covered_by is not None else None,
+        },
+    }
+
+
+# ---------------------------------------------------------------- show
+
+def table(hot: dict) -> str:
+    source = hot.get("script") or hot.get("trace")
+    width = max([len("op"), *(len(o["name"]) for o in hot["ops"])])
+    lines = [
+        f"{source}: {len(hot['ops'])} aten ops, {sum(o['calls'] for o in hot['ops']):,} calls, "
+        f"{hot['total_self_cpu_us'] / 1000:,.1f} ms self CPU (torch {hot['torch']}); ranked by estimated saving",
+        f"{'':<{width}} {'':>7} {'self CPU':>10} {'guard lets':>12} {'instructions/call saved':>24} "
+        f"{'estimated instructions':>24}",
+        f"{'op':<{width}} {'calls':>7} {'us':>10} {'through':>12} {'plain':>11} {'guarded':>12} {'plain':>11} {'guarded':>12}  bypass",
+    ]
+    for o in hot["ops"]:
+        guard = f"{o['guard']['let_through']}/{o['covered_calls']}" if o["covered_calls"] else "-"
+        saving = o["cost"].get("saving_per_call")
+        per_call = f"{saving['plain']:>11,.0f} {saving['guarded']:>12,.0f}" if saving else f"{'-':>11} {'-':>12}"
+        estimate = o["estimate"]
+        estimated = f"{estimate['plain']:>11,} {estimate['guarded']:>12,}" if estimate["plain"] is not None else f"{'-':>11} {'-':>12}"
+        if o["bypassable"]:
+            verdict = "plain, guarded" + (f" (not measured: {o['cost']['not_measured']})" if not saving else "")
+        else:
+            verdict = "no: " + "; ".join(filter(None, (o["reason"], o["detail"])))
+        lines.append(f"{o['name']:<{width}} {o['calls']:>7,} {o['self_cpu_us']:>10,.1f} {guard:>12} {per_call} {estimated}  {verdict}")
+    lines.append(textwrap.fill("guard lets through: " + hot["guard_judged"], 120))
+    lines.append(textwrap.fill("estimated instructions: " + "; ".join(hot["estimate_leaves_out"]) + ".", 120))
+    return "\n".join(lines)
+
+
+def plot(hot: dict, destination: Path, pyplot, limit: int = 20) -> None:
+    """A PNG: the estimated saving of the top ops (plain and guarded bars), over their calls, bypassable ops in green."""
+    ops = hot["ops"][:limit]
+    if not ops:
+        raise BadInput("the run called no aten op: nothing to plot")
+    names = [o["name"].removeprefix("aten::") for o in ops]
+    positions = range(len(ops))
+    figure, (saving, calls) = pyplot.subplots(2, 1, sharex=True, figsize=(max(7, 0.45 * len(ops) + 2), 7),
+                                              gridspec_kw={"height_ratios": [2, 1]})
+    width = 0.4
+    saving.bar([p - width / 2 for p in positions], [o["estimate"]["plain"] or 0 for o in ops], width, label="plain bypass")
+    saving.bar([p + width / 2 for p in positions], [o["estimate"]["guarded"] or 0 for o in ops], width, label="guarded bypass")
+    saving.set(ylabel="instructions saved (estimate)", title=f"codemod hot: {Path(hot.get('script') or hot.get('trace')).name}, "
+                                                           "estimated saving for this run (callgrind instructions/call x calls)")
+    saving.yaxis.set_major_formatter("{x:,.0f}")
+    for position, o in zip(positions, ops):
+        note = f"{o['estimate']['plain']:,}" if o["estimate"]["plain"] is not None else "not measured" if o["bypassable"] else ""
+        saving.annotate(note, (position, o["estimate"]["plain"] or 0), ha="center", va="bottom", fontsize=8,
+                        xytext=(0, 2), textcoords="offset points")
+    saving.legend()
+    colors = ["tab:green" if o["bypassable"] else "tab:gray" for o in ops]
+    calls.bar(list(positions), [o["calls"] for o in ops], color=colors)
+    calls.set(ylabel="calls", yscale="log", ylim=(0.8, max(o["calls"] for o in ops) * 2))
+    calls.set_xticks(list(positions), names, rotation=60, ha="right")
+    for label, color in zip(calls.get_xticklabels(), colors):
+        label.set_color(color)
+    calls.legend(handles=[pyplot.Rectangle((0, 0), 1, 1, color=c) for c in ("tab:green", "tab:gray")],
+                 labels=["bypassable in the tree", "not bypassable"], loc="upper right")
+    figure.tight_layout()
+    figure.savefig(destination, dpi=100)
+    pyplot.close(figure)
+
+
+# ---------------------------------------------------------------- bypass --from-hot
+
+def read_report(path: Path, schema: dict) -> dict:
+    """A saved `codemod hot --json` object, checked against the output schema (bad input, exit 2, if not one)."""
+    try:
+        import jsonschema
+    except ImportError:
+        raise BadInput("--from-hot checks the report with jsonschema: pip install jsonschema") from None
+    try:
+        document = json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise BadInput(f"{path}: not a readable JSON report ({error})") from None
+    if not isinstance(document, dict) or document.get("command") != "hot":
+        raise BadInput(f"{path}: not the output of `codemod hot --json`")
+    try:
+        jsonschema.validate(document, schema)
+    except jsonschema.ValidationError as error:
+        where = "/".join(map(str, error.absolute_path)) or "the top level"
+        raise BadInput(f"{path}: not a valid `codemod hot --json` report at {where}: {error.message}") from None
+    return document
+
+
+def top_ops(hot: dict, mode: str, top: int) -> list[str]:
+    """The TOP bypassable ops of a hot report with the largest estimated saving in MODE (the profiler's names of
+    one op, aten::add and aten::add_, summed); ops not measured follow, by calls the bypass covers."""
+    if mode not in MODES:
+        raise BadInput(f"mode {mode}: one of {', '.join(MODES)}")
+    saved: Counter = Counter()
+    covered: Counter = Counter()
+    for o in hot["ops"]:
+        if o["bypassable"]:
+            saved[o["op"]] += o["estimate"][mode] or 0
+            covered[o["op"]] += o["covered_calls"]
+    if not covered:
+        raise BadInput("the report has no bypassable op: nothing to bypass")
+    return sorted(covered, key=lambda op: (-saved[op], -covered[op], op))[:top]

@@ -1,0 +1,251 @@
+"""`codemod hot` on real models built here from torch.nn (no downloads): the profiler's counts, the tree's
+verdicts, the guard's share from recorded inputs, a failing script, a saved trace, the plot and --from-hot."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from codemod.cli.report import SCHEMA
+from codemod.measure import hot
+from codemod.model.errors import BadInput
+from tests.conftest import OUTPUT_SCHEMA, TARGET_TREE, run_codemod
+
+MLP_TRAINING_STEP = """
+import torch
+torch.manual_seed(0)
+model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 4))
+optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9, foreach=False)
+x, y = torch.randn(4, 8), torch.randn(4, 4)
+for _ in range(3):
+    optimizer.zero_grad()
+    loss = torch.nn.functional.mse_loss(model(x), y)
+    loss.backward()
+    optimizer.step()
+"""
+
+TRANSFORMER_INFERENCE_LOOP = """
+import torch
+torch.manual_seed(0)
+layer = torch.nn.TransformerEncoderLayer(d_model=16, nhead=2, dim_feedforward=32, batch_first=True).eval()
+x = torch.randn(2, 5, 16)
+with torch.no_grad():
+    for _ in range(3):
+        x = layer(x)
+"""
+
+# Five calls of add.Tensor: two the guard takes (plain tensors), one whose input requires grad under grad mode
+# (it makes an autograd node), one under no_grad with that same input (alive at the end), and one on a view.
+GUARD_CASES = """
+import torch
+w = torch.randn(3, requires_grad=True)
+x = torch.randn(3)
+base = torch.randn(4)
+v = base[1:]
+x.add(x)
+x.add(w)
+with torch.no_grad():
+    x.add(w)
+    x.add(x)
+v.add(x)
+"""
+
+PROFILE_IN_PROCESS = """
+import json, runpy, sys
+from torch._C._profiler import _ExperimentalConfig
+from torch.profiler import ProfilerActivity, profile
+trace, script = sys.argv[1:]
+with profile(activities=[ProfilerActivity.CPU], record_shapes=True,
+             experimental_config=_ExperimentalConfig(capture_overload_names=True)) as profiler:
+    runpy.run_path(script, run_name="__main__")
+profiler.export_chrome_trace(trace)
+print(json.dumps({e.key: e.count for e in profiler.key_averages() if e.key.startswith("aten::")}))
+"""
+
+
+def write_script(directory: Path, name: str, text: str) -> Path:
+    path = directory / name
+    path.write_text(textwrap.dedent(text))
+    return path
+
+
+def profiler_counts(script: Path, trace: Path) -> dict[str, int]:
+    """The profiler's own counts (key_averages) for SCRIPT, run in a fresh process as codemod runs it; and its trace."""
+    run = subprocess.run([sys.executable, "-c", PROFILE_IN_PROCESS, str(trace), str(script)], capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    return json.loads(run.stdout.splitlines()[-1])
+
+
+def hot_json(*args: str, exit_code: int = 0) -> dict:
+    run = run_codemod("hot", *args, "--json")
+    assert run.returncode == exit_code, run.stderr
+    document = json.loads(run.stdout)
+    OUTPUT_SCHEMA.validate(document)
+    return document
+
+
+def by_name(report: dict) -> dict[str, dict]:
+    return {o["name"]: o for o in report["ops"]}
+
+
+@pytest.fixture(scope="module")
+def mlp(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict, Path, Path]:
+    """The MLP training step run by `codemod hot` on target_tree (no callgrind), with its plot; and the script."""
+    directory = tmp_path_factory.mktemp("mlp")
+    script = write_script(directory, "mlp.py", MLP_TRAINING_STEP)
+    plot = directory / "hot.png"
+    report = hot_json(str(script), "--tree", str(TARGET_TREE), "--no-measure", "--plot", str(plot))
+    return report, script, plot
+
+
+def test_mlp_counts_match_the_profilers_own(mlp: tuple[dict, Path, Path], tmp_path: Path) -> None:
+    report, script, _ = mlp
+    expected = profiler_counts(script, tmp_path / "trace.json")
+    assert {o["name"]: o["calls"] for o in report["ops"]} == expected
+    assert report["script"] == str(script) and report["trace"] is None
+
+
+def test_mlp_verdicts_come_from_the_trees_catalog(mlp: tuple[dict, Path, Path]) -> None:
+    report, _, _ = mlp
+    ops = by_name(report)
+    catalog = json.loads(run_codemod("ops", "--tree", str(TARGET_TREE), "--json").stdout)
+    statuses = {s["op"]: s for s in catalog["ops"]}
+    for name in ("aten::add_", "aten::mul_"):  # SGD with momentum, one op at a time (foreach=False)
+        assert ops[name]["in_tree"] and ops[name]["bypassable"] and ops[name]["op"] == name.removeprefix("aten::")[:-1]
+        covered = statuses[ops[name]["op"]]["overloads"]
+        assert ops[name]["covered_calls"] == sum(n for overload, n in ops[name]["overloads"].items() if overload in covered)
+        assert ops[name]["cost"] == {"not_measured": "--no-measure"} and ops[name]["estimate"] == {"plain": None, "guarded": None}
+    # addmm is not in target_tree's yaml: reported as absent, never as bypassable
+    assert ops["aten::addmm"]["in_tree"] is False and ops["aten::addmm"]["bypassable"] is False
+    assert ops["aten::addmm"]["reason"] == "not in the tree's native_functions.yaml"
+    for o in report["ops"]:
+        if o["in_tree"]:
+            assert (o["bypassable"], o["reason"], o["detail"]) == (
+                statuses[o["op"]]["bypassable"], statuses[o["op"]]["reason"], statuses[o["op"]]["detail"])
+    # linear's weight requires grad: the forward calls make autograd nodes, the guard refuses every one
+    assert ops["aten::addmm"]["guard"]["let_through"] == 0 and ops["aten::addmm"]["guard"]["refused"]["requires_grad"] > 0
+
+
+def test_mlp_plot_is_a_png(mlp: tuple[dict, Path, Path]) -> None:
+    _, _, plot = mlp
+    assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_guard_share_from_recorded_inputs(tmp_path: Path) -> None:
+    script = write_script(tmp_path, "guard_cases.py", GUARD_CASES)
+    add = by_name(hot_json(str(script), "--tree", str(TARGET_TREE), "--no-measure"))["aten::add"]
+    assert add["overloads"] == {"add.Tensor": 5} and add["covered_calls"] == 5
+    assert add["guard"]["let_through"] == 2 and add["guard"]["share"] == 0.4
+    assert add["guard"]["refused"] == {"requires_grad": 2, "view": 1}
+    assert add["guard"]["without_autograd_record"] == 2  # the two calls under no_grad
+
+    # the user's own trace records neither live tensors nor devices: only the autograd node tells
+    profiler_counts(script, tmp_path / "trace.json")
+    from_trace = by_name(hot_json("--trace", str(tmp_path / "trace.json"), "--tree", str(TARGET_TREE), "--no-measure"))
+    assert from_trace["aten::add"]["guard"]["refused"] == {"requires_grad": 1}
+    assert from_trace["aten::add"]["guard"]["let_through"] == 4
+
+
+def test_transformer_layer_from_an_exported_trace(tmp_path: Path) -> None:
+    script = write_script(tmp_path, "transformer.py", TRANSFORMER_INFERENCE_LOOP)
+    trace = tmp_path / "trace.json"
+    expected = profiler_counts(script, trace)
+    report = hot_json("--trace", str(trace), "--tree", str(TARGET_TREE), "--no-measure")
+    assert {o["name"]: o["calls"] for o in report["ops"]} == expected
+    assert report["trace"] == str(trace) and report["script"] is None
+    ops = by_name(report)
+    # eval + no_grad + batch_first: the fused fast path, whose add_ calls run inside its kernel, unrecorded by autograd
+    assert "aten::_transformer_encoder_layer_fwd" in ops and ops["aten::add_"]["bypassable"]
+    assert ops["aten::add_"]["guard"]["without_autograd_record"] == ops["aten::add_"]["covered_calls"] > 0
+    table = run_codemod("hot", "--trace", str(trace), "--tree", str(TARGET_TREE), "--no-measure")
+    assert table.returncode == 0, table.stderr
+    assert any(line.startswith("aten::add_ ") and line.endswith("plain, guarded (not measured: --no-measure)")
+               for line in table.stdout.splitlines())
+
+
+def test_a_script_that_raises_exits_2_with_its_last_traceback_line(tmp_path: Path) -> None:
+    script = write_script(tmp_path, "broken.py", """
+        import torch
+        torch.ones(2).add(torch.ones(3))
+    """)
+    run = run_codemod("hot", str(script), "--tree", str(TARGET_TREE), "--no-measure")
+    assert run.returncode == 2
+    last = "RuntimeError: The size of tensor a (2) must match the size of tensor b (3) at non-singleton dimension 0"
+    assert run.stderr.strip().endswith(last)
+    error = hot_json(str(script), "--tree", str(TARGET_TREE), "--no-measure", exit_code=2)
+    assert error["command"] == "hot" and error["error"].endswith(last)
+
+
+def test_script_runs_as_python_would_run_it(tmp_path: Path) -> None:
+    write_script(tmp_path, "sibling.py", "EXPECTED = ['--steps', '3']\n")
+    script = write_script(tmp_path, "args.py", """
+        import sys, torch
+        from sibling import EXPECTED  # the script's directory comes first on sys.path
+        assert sys.argv[1:] == EXPECTED and __name__ == "__main__", sys.argv
+        for _ in range(int(sys.argv[2])):
+            torch.ones(2).mul(torch.ones(2))
+    """)
+    report = hot_json(str(script), "--steps", "3", "--tree", str(TARGET_TREE), "--no-measure")
+    assert report["args"] == ["--steps", "3"] and by_name(report)["aten::mul"]["calls"] == 3
+
+
+def test_from_hot_reads_a_report_and_bypasses_its_top_ops(mlp: tuple[dict, Path, Path], tree: Path, tmp_path: Path) -> None:
+    report, _, _ = mlp
+    bypassable = {o["op"] for o in report["ops"] if o["bypassable"]}
+    for mode in hot.MODES:
+        picked = hot.top_ops(report, mode, 10)
+        assert set(picked) == bypassable  # no estimate without measuring: ranked by covered calls
+        covered = [sum(o["covered_calls"] for o in report["ops"] if o["op"] == op) for op in picked]
+        assert covered == sorted(covered, reverse=True)
+    saved = tmp_path / "hot.json"
+    saved.write_text(json.dumps(report))
+    assert hot.read_report(saved, json.loads(SCHEMA.read_text())) == report
+
+    run = run_codemod("bypass", "--from-hot", str(saved), "--guarded", "--tree", str(tree), "--dry-run")
+    assert run.returncode == 0, run.stderr
+    top = hot.top_ops(report, "guarded", 1)[0]
+    assert f"top 1 bypassable op by estimated guarded saving: {top}" in run.stderr
+    assert f"bypass {top} (" in run.stderr and run.stdout.startswith("diff --git ")
+
+    several = run_codemod("bypass", "--from-hot", str(saved), "--top", "2", "--tree", str(tree), "--dry-run")
+    assert several.returncode == 0, several.stderr
+    first, second = hot.top_ops(report, "plain", 2)
+    assert f"top 2 bypassable ops by estimated plain saving: {first}, {second}" in several.stderr
+    assert f"bypass {first} (" in several.stderr and f"bypass {second} (" in several.stderr
+    assert several.stdout.startswith("diff --git ")  # one patch for both, as one transaction would apply them
+
+
+def test_from_hot_refuses_a_bad_report(tree: Path, tmp_path: Path) -> None:
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"command": "hot", "ops": [{"name": "aten::add"}]}))
+    run = run_codemod("bypass", "--from-hot", str(bad), "--tree", str(tree))
+    assert run.returncode == 2 and f"{bad}: not a valid `codemod hot --json` report" in run.stderr
+    with pytest.raises(BadInput, match="not the output of `codemod hot --json`"):
+        bad.write_text(json.dumps({"command": "ops", "ops": []}))
+        hot.read_report(bad, json.loads(SCHEMA.read_text()))
+    not_a_trace = run_codemod("hot", "--trace", str(bad), "--tree", str(tree))
+    assert not_a_trace.returncode == 2 and "no `traceEvents` list" in not_a_trace.stderr
+    both = run_codemod("bypass", "add", "--from-hot", str(bad), "--tree", str(tree))
+    assert both.returncode == 2 and "give OP or --from-hot REPORT.json, one of the two" in both.stderr
+
+
+def test_measured_cost_of_one_op_and_the_estimate(tmp_path: Path) -> None:
+    """The one callgrind measurement of these tests (add, cached in the build cache once per torch version)."""
+    script = write_script(tmp_path, "adds.py", """
+        import torch
+        a, b = torch.ones(2), torch.ones(2)
+        for _ in range(10):
+            a.add(b)
+    """)
+    add = by_name(hot_json(str(script), "--tree", str(TARGET_TREE)))["aten::add"]
+    per_call = add["cost"]["instructions_per_call"]
+    assert per_call["dispatch"] > per_call["guarded"] > per_call["bypass"] > 0
+    saving = add["cost"]["saving_per_call"]
+    assert saving == {"plain": round(per_call["dispatch"] - per_call["bypass"], 1),
+                      "guarded": round(per_call["dispatch"] - per_call["guarded"], 1)}
+    assert add["covered_calls"] == add["guard"]["let_through"] == 10
+    assert add["estimate"] == {"plain": round(10 * saving["plain"]), "guarded": round(10 * saving["guarded"])}
