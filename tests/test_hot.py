@@ -230,7 +230,7 @@ def test_from_hot_refuses_a_bad_report(tree: Path, tmp_path: Path) -> None:
     not_a_trace = run_codemod("hot", "--trace", str(bad), "--tree", str(tree))
     assert not_a_trace.returncode == 2 and "no `traceEvents` list" in not_a_trace.stderr
     both = run_codemod("bypass", "add", "--from-hot", str(bad), "--tree", str(tree))
-    assert both.returncode == 2 and "give OP or --from-hot REPORT.json, one of the two" in both.stderr
+    assert both.returncode == 2 and "give OP... or --from-hot REPORT.json, one of the two" in both.stderr
 
 
 def test_measured_cost_of_one_op_and_the_estimate(tmp_path: Path) -> None:
