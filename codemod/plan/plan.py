@@ -47,6 +47,7 @@ class OpEntries:
     doc: native_yaml.NativeYaml
     groups: tuple[OpGroup, ...]
     yaml_edits: tuple[Edit, ...]
+    after: native_yaml.NativeYaml  # the file as the edits leave it
 
     @property
     def overloads(self) -> tuple[str, ...]:
@@ -54,13 +55,14 @@ class OpEntries:
 
     def capture_inputs(self) -> tuple[str, str]:
         """The groups' entries as they are, and as the bypass leaves them."""
-        return capture_step.group_yaml(self.doc, list(self.groups)), _groups_after(self.doc, self.groups, self.yaml_edits)
+        return capture_step.group_yaml(self.doc, list(self.groups)), _groups_after(self.after, self.groups)
 
 
 def op_entries(tree: Tree, op: str, guarded: bool = False) -> OpEntries:
     doc = native_yaml.load(NATIVE_FUNCTIONS, exact_text.read(tree, NATIVE_FUNCTIONS))
     groups = native_yaml.op_groups(doc, op)
-    return OpEntries(doc, tuple(groups), tuple(plan_yaml.native_functions_edits(doc, groups, guarded)))
+    edits, after = plan_yaml.native_functions_edits(doc, groups, guarded)
+    return OpEntries(doc, tuple(groups), tuple(edits), after)
 
 
 def make_plan(tree: Tree, op: str, guarded: bool = False) -> Plan:
@@ -94,9 +96,8 @@ def make_plan(tree: Tree, op: str, guarded: bool = False) -> Plan:
     )
 
 
-def _groups_after(doc: native_yaml.NativeYaml, groups: tuple[OpGroup, ...], edits: tuple[Edit, ...]) -> str:
+def _groups_after(after: native_yaml.NativeYaml, groups: tuple[OpGroup, ...]) -> str:
     """The groups' entries as the bypass leaves them, for the second capture run."""
-    after = native_yaml.load(doc.rel_path, apply_edits(doc.text.encode(), list(edits)).decode())
     by_name = after.by_name()
     return "\n".join(after.entry_text(by_name[member.name]) for group in groups for member in group.members)
 
