@@ -202,6 +202,7 @@ def test_a_layout_torchgen_accepts_is_bypassed_and_reverted_one_it_refuses_exits
             return
         assert bypass.returncode == 0, bypass.stderr
         assert torchgen_verdict(tree) is None, "the bypassed yaml no longer loads in torchgen"
+        _assert_only_members_changed(before[NATIVE_FUNCTIONS].decode(), (tree / NATIVE_FUNCTIONS).read_text())
         bypassed = _values((tree / NATIVE_FUNCTIONS).read_bytes())
         for name, value in _values(before[NATIVE_FUNCTIONS]).items():
             if name in MEMBERS:
@@ -211,6 +212,16 @@ def test_a_layout_torchgen_accepts_is_bypassed_and_reverted_one_it_refuses_exits
         revert = run_codemod("revert", "mul", "--tree", str(tree))
         assert revert.returncode == 0, revert.stderr
         assert snapshot(tree) == before
+
+
+def _assert_only_members_changed(before: str, after: str) -> None:
+    """The bytes that differ lie within mul's entries (from the first one's line to the last one's end)."""
+    by_name = native_yaml.load(NATIVE_FUNCTIONS, before).by_name()
+    region_start = min(before.rfind("\n", 0, by_name[name].start) + 1 for name in MEMBERS)
+    region_end = max(native_yaml.line_end(before, by_name[name].end) + 1 for name in MEMBERS)
+    prefix = next((i for i, (a, b) in enumerate(zip(before, after)) if a != b), min(len(before), len(after)))
+    suffix = next((i for i, (a, b) in enumerate(zip(reversed(before), reversed(after))) if a != b), min(len(before), len(after)))
+    assert prefix >= region_start and len(before) - suffix <= region_end, (prefix, region_start, len(before) - suffix, region_end)
 
 
 def _values(text: bytes) -> dict[str, dict]:
