@@ -184,3 +184,19 @@ def test_a_full_disk_during_recover_names_the_file_and_leaves_no_half_written_fi
         reverted = run_codemod("revert", "mul", "--tree", str(tree))
         assert reverted.returncode == 0, reverted.stderr
         assert snapshot(tree) == snapshot(TARGET_TREE)
+
+
+@pytest.mark.parametrize("spare, where", [
+    (0, f"{LOCK_FILE}: cannot write the lock file (No space left on device); nothing was changed"),
+    (4096, f"{transaction.LOG}: No space left on device; nothing was changed in"),  # room for the lock, not the log
+])
+def test_a_full_disk_during_bypass_changes_nothing(tmp_path: Path, spare: int, where: str) -> None:
+    with small_disk(tmp_path / "disk", "3m") as disk:
+        tree = disk / "tree"
+        shutil.copytree(TARGET_TREE, tree)
+        (disk / "spare").write_bytes(b"\0" * spare)
+        fill(disk)
+        (disk / "spare").unlink()
+        before = state(tree)
+        refused(run_codemod("bypass", "mul", "--tree", str(tree), *FAST), f"{tree}/{where}")
+        assert state(tree) == before
