@@ -77,7 +77,7 @@ def test_a_patch_that_cannot_be_written_stops_the_bypass_before_anything_is_writ
     patch = target if target.startswith("/") else str(tmp_path / target)
     before = state(tree)
     line = refused(run_codemod("bypass", "mul", "--tree", str(tree), "--patch", patch, *FAST),
-                   f"{patch}: cannot write the patch", "nothing was written", "pass --patch a writable file")
+                   f"{patch}: cannot write the patch of `bypass mul`", "nothing was written", "pass --patch a writable file")
     if not target.startswith("/"):
         assert f"no directory {tmp_path / 'missing-directory'}" in line
     assert state(tree) == before
