@@ -120,6 +120,19 @@ def test_a_key_twice_in_one_entry_is_refused_with_its_line(tree: Path) -> None:
     assert state(tree) == before
 
 
+@pytest.mark.parametrize("entry", ["add.Tensor", "mul.Tensor"])  # another op's entry, and the op's own
+def test_an_entry_torchgen_refuses_is_named_before_planning(tree: Path, entry: str) -> None:
+    yaml_path = tree / NATIVE_FUNCTIONS
+    text = yaml_path.read_text()
+    at = text.index(f"- func: {entry}(Tensor self, Tensor other")
+    yaml_path.write_text(text[:at] + text[at:].replace("Tensor other", "Tensr other", 1))
+    line = text[:at].count("\n") + 1
+    before = state(tree)
+    refused(run_codemod("bypass", "mul", "--tree", str(tree), *FAST),
+            f"{NATIVE_FUNCTIONS}:{line}: torchgen refuses the file (RuntimeError: unrecognized type Tensr)", "fix it and run again")
+    assert state(tree) == before
+
+
 def interactive(tree: Path, answers: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "codemod", "-q", "bypass", "mul", "--tree", str(tree), "-i", *FAST],

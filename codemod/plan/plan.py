@@ -2,9 +2,11 @@
 from __future__ import annotations
 
 from collections import defaultdict
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from codemod.capture import capture as capture_step
+from codemod.capture import codegen
 from codemod.model import exact_text
 from codemod.plan import foreach
 from codemod.model import native_yaml
@@ -68,7 +70,12 @@ def op_entries(tree: Tree, op: str, guarded: bool = False) -> OpEntries:
 def make_plan(tree: Tree, op: str, guarded: bool = False) -> Plan:
     entries = op_entries(tree, op, guarded)
     groups, overloads, yaml_edits = list(entries.groups), entries.overloads, list(entries.yaml_edits)
-    captured = capture_step.capture(tree, op, *entries.capture_inputs(), overloads)
+    with ThreadPoolExecutor(max_workers=1) as pool:  # while the capture runs
+        whole_file_check = pool.submit(codegen.check_native_yaml, tree)
+        try:
+            captured = capture_step.capture(tree, op, *entries.capture_inputs(), overloads)
+        finally:
+            whole_file_check.result()  # torchgen refusing the file is the cause of anything else
     if guarded:
         return _guarded_plan(tree, op, overloads, [*yaml_edits, *plan_guarded.template_edits(tree, captured)], captured)
 
