@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import json
 import os
 import shutil
 import subprocess
@@ -17,7 +18,7 @@ import pytest
 from codemod.apply import transaction
 from codemod.apply.lock import LOCK_FILE
 from codemod.model.tree import DERIVATIVES, NATIVE_FUNCTIONS
-from tests.conftest import REPO, TARGET_TREE, run_codemod, snapshot
+from tests.conftest import OUTPUT_SCHEMA, REPO, TARGET_TREE, run_codemod, snapshot
 
 FAST = ("--no-build", "--no-verify")  # the refusals under test come before the compile and the codegen
 
@@ -59,6 +60,16 @@ def test_a_file_named_codemod_is_refused_by_every_command(tree: Path) -> None:
     for command in (*TREE_COMMANDS, ("recover",)):
         refused(run_codemod(*command, "--tree", str(tree)), f"{tree}/.codemod: not a directory", "move the file away")
     assert state(tree) == before
+
+
+def test_a_refusal_under_json_is_one_error_object(tree: Path) -> None:
+    (tree / ".codemod").write_text("not ours\n")
+    for command in (("status",), ("ops",), ("bypass", "mul"), ("revert", "mul")):
+        result = run_codemod(*command, "--tree", str(tree), "--json")
+        refused(result, ".codemod: not a directory")
+        report = json.loads(result.stdout)
+        OUTPUT_SCHEMA.validate(report)
+        assert report["command"] == command[0] and report["exit_code"] == 2 and "not a directory" in report["error"]
 
 
 def test_every_command_but_recover_refuses_while_a_transaction_is_unfinished(tree: Path) -> None:
