@@ -47,6 +47,7 @@ class Layout:
     flow_entry: bool = False  # the whole entry as `{func: ..., ...}` over several lines
     breakage: str = ""  # one of BREAKAGES: a layout torchgen must refuse
     guarded: bool = False  # `bypass --guarded`: the key is added, nothing removed
+    document_markers: bool = False  # the file opens with `%YAML 1.1` and `---` and closes with `...`
 
 
 def _scalar(value: object, quote: str, flow: bool) -> str:
@@ -135,7 +136,8 @@ def variant_text(layout: Layout) -> str:
         values = PRISTINE_DOC.values[PRISTINE_DOC.entries.index(entry)]
         pieces += [PRISTINE[cursor:start], render_entry(values, layout)]
         cursor = end
-    return "".join(pieces) + PRISTINE[cursor:]
+    text = "".join(pieces) + PRISTINE[cursor:]
+    return f"%YAML 1.1\n---\n{text}...\n" if layout.document_markers else text
 
 
 def torchgen_verdict(tree: Path) -> Exception | None:
@@ -163,6 +165,7 @@ layouts = st.builds(
     flow_entry=st.booleans(),
     breakage=st.sampled_from(["", "", "", "", *BREAKAGES]),
     guarded=st.booleans(),
+    document_markers=st.booleans(),
 )
 
 
@@ -180,6 +183,7 @@ layouts = st.builds(
 @example(Layout(breakage="duplicate key"))
 @example(Layout(flow_entry=True, guarded=True))
 @example(Layout(indent=4, dash_alone=True, guarded=True))
+@example(Layout(document_markers=True, trailing_comments=True))
 def test_a_layout_torchgen_accepts_is_bypassed_and_reverted_one_it_refuses_exits_2(layout: Layout) -> None:
     with tempfile.TemporaryDirectory(prefix="codemod-layout-") as scratch:
         tree = Path(scratch) / "tree"
