@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import json
 import os
 import shutil
 import subprocess
@@ -17,7 +18,7 @@ import pytest
 from codemod.apply import transaction
 from codemod.apply.lock import LOCK_FILE
 from codemod.model.tree import DERIVATIVES, NATIVE_FUNCTIONS
-from tests.conftest import REPO, TARGET_TREE, run_codemod, snapshot
+from tests.conftest import OUTPUT_SCHEMA, REPO, TARGET_TREE, run_codemod, snapshot
 
 FAST = ("--no-build", "--no-verify")  # the refusals under test come before the compile and the codegen
 
@@ -61,6 +62,16 @@ def test_a_file_named_codemod_is_refused_by_every_command(tree: Path) -> None:
     assert state(tree) == before
 
 
+def test_a_refusal_under_json_is_one_error_object(tree: Path) -> None:
+    (tree / ".codemod").write_text("not ours\n")
+    for command in (("status",), ("ops",), ("bypass", "mul"), ("revert", "mul")):
+        result = run_codemod(*command, "--tree", str(tree), "--json")
+        refused(result, ".codemod: not a directory")
+        report = json.loads(result.stdout)
+        OUTPUT_SCHEMA.validate(report)
+        assert report["command"] == command[0] and report["exit_code"] == 2 and "not a directory" in report["error"]
+
+
 def test_every_command_but_recover_refuses_while_a_transaction_is_unfinished(tree: Path) -> None:
     interrupt_bypass(tree)
     before = state(tree)
@@ -77,7 +88,7 @@ def test_a_patch_that_cannot_be_written_stops_the_bypass_before_anything_is_writ
     patch = target if target.startswith("/") else str(tmp_path / target)
     before = state(tree)
     line = refused(run_codemod("bypass", "mul", "--tree", str(tree), "--patch", patch, *FAST),
-                   f"{patch}: cannot write the patch", "nothing was written", "pass --patch a writable file")
+                   f"{patch}: cannot write the patch of `bypass mul`", "nothing was written", "pass --patch a writable file")
     if not target.startswith("/"):
         assert f"no directory {tmp_path / 'missing-directory'}" in line
     assert state(tree) == before
@@ -117,6 +128,19 @@ def test_a_key_twice_in_one_entry_is_refused_with_its_line(tree: Path) -> None:
     refused(run_codemod("bypass", "mul", "--tree", str(tree), *FAST),
             f"{NATIVE_FUNCTIONS}:{inserted + 2}: the key 'variants' a second time in one mapping (first at line {inserted})",
             "torchgen refuses a duplicate key")
+    assert state(tree) == before
+
+
+@pytest.mark.parametrize("entry", ["add.Tensor", "mul.Tensor"])  # another op's entry, and the op's own
+def test_an_entry_torchgen_refuses_is_named_before_planning(tree: Path, entry: str) -> None:
+    yaml_path = tree / NATIVE_FUNCTIONS
+    text = yaml_path.read_text()
+    at = text.index(f"- func: {entry}(Tensor self, Tensor other")
+    yaml_path.write_text(text[:at] + text[at:].replace("Tensor other", "Tensr other", 1))
+    line = text[:at].count("\n") + 1
+    before = state(tree)
+    refused(run_codemod("bypass", "mul", "--tree", str(tree), *FAST),
+            f"{NATIVE_FUNCTIONS}:{line}: torchgen refuses the file (RuntimeError: unrecognized type Tensr)", "fix it and run again")
     assert state(tree) == before
 
 
@@ -184,3 +208,19 @@ def test_a_full_disk_during_recover_names_the_file_and_leaves_no_half_written_fi
         reverted = run_codemod("revert", "mul", "--tree", str(tree))
         assert reverted.returncode == 0, reverted.stderr
         assert snapshot(tree) == snapshot(TARGET_TREE)
+
+
+@pytest.mark.parametrize("spare, where", [
+    (0, f"{LOCK_FILE}: cannot write the lock file (No space left on device); nothing was changed"),
+    (4096, f"{transaction.LOG}: No space left on device; nothing was changed in"),  # room for the lock, not the log
+])
+def test_a_full_disk_during_bypass_changes_nothing(tmp_path: Path, spare: int, where: str) -> None:
+    with small_disk(tmp_path / "disk", "3m") as disk:
+        tree = disk / "tree"
+        shutil.copytree(TARGET_TREE, tree)
+        (disk / "spare").write_bytes(b"\0" * spare)
+        fill(disk)
+        (disk / "spare").unlink()
+        before = state(tree)
+        refused(run_codemod("bypass", "mul", "--tree", str(tree), *FAST), f"{tree}/{where}")
+        assert state(tree) == before

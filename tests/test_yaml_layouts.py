@@ -46,6 +46,8 @@ class Layout:
     tags_style: str = "as written"  # as written, block, flow
     flow_entry: bool = False  # the whole entry as `{func: ..., ...}` over several lines
     breakage: str = ""  # one of BREAKAGES: a layout torchgen must refuse
+    guarded: bool = False  # `bypass --guarded`: the key is added, nothing removed
+    document_markers: bool = False  # the file opens with `%YAML 1.1` and `---` and closes with `...`
 
 
 def _scalar(value: object, quote: str, flow: bool) -> str:
@@ -59,7 +61,7 @@ def _scalar(value: object, quote: str, flow: bool) -> str:
 
 def _value_lines(key: str, value: object, layout: Layout, indent: str) -> list[str]:
     """The lines of `key: value` in block style, the first without its indentation."""
-    comment = "  # a trailing comment" if layout.trailing_comments else ""
+    comment = "  # a trailing comment, not ASCII: é" if layout.trailing_comments else ""
     if key == "func":
         return [f"func: {_scalar(value, layout.func_quote, False)}{comment}"]
     if key == "dispatch":
@@ -70,7 +72,7 @@ def _value_lines(key: str, value: object, layout: Layout, indent: str) -> list[s
             return ["dispatch: {", *(f"{indent}    {k}: {v}," for k, v in items), f"{indent}  }}{comment}"]
         inner = [f"{indent}  {k}: {v}{comment}" for k, v in items]
         if layout.dispatch_comment:
-            inner.insert(len(inner) // 2, f"{indent}  # a comment inside dispatch")
+            inner.insert(len(inner) // 2, f"{indent}  # a comment inside dispatch, not ASCII: ü")
         if layout.dispatch_blank:
             inner.insert(1, "")
         if layout.breakage == "dispatch line dedented":
@@ -134,7 +136,8 @@ def variant_text(layout: Layout) -> str:
         values = PRISTINE_DOC.values[PRISTINE_DOC.entries.index(entry)]
         pieces += [PRISTINE[cursor:start], render_entry(values, layout)]
         cursor = end
-    return "".join(pieces) + PRISTINE[cursor:]
+    text = "".join(pieces) + PRISTINE[cursor:]
+    return f"%YAML 1.1\n---\n{text}...\n" if layout.document_markers else text
 
 
 def torchgen_verdict(tree: Path) -> Exception | None:
@@ -161,6 +164,8 @@ layouts = st.builds(
     tags_style=st.sampled_from(["as written", "block", "flow"]),
     flow_entry=st.booleans(),
     breakage=st.sampled_from(["", "", "", "", *BREAKAGES]),
+    guarded=st.booleans(),
+    document_markers=st.booleans(),
 )
 
 
@@ -176,6 +181,9 @@ layouts = st.builds(
 @example(Layout(indent=4))
 @example(Layout(flow_entry=True))
 @example(Layout(breakage="duplicate key"))
+@example(Layout(flow_entry=True, guarded=True))
+@example(Layout(indent=4, dash_alone=True, guarded=True))
+@example(Layout(document_markers=True, trailing_comments=True))
 def test_a_layout_torchgen_accepts_is_bypassed_and_reverted_one_it_refuses_exits_2(layout: Layout) -> None:
     with tempfile.TemporaryDirectory(prefix="codemod-layout-") as scratch:
         tree = Path(scratch) / "tree"
@@ -184,7 +192,7 @@ def test_a_layout_torchgen_accepts_is_bypassed_and_reverted_one_it_refuses_exits
         before = snapshot(tree)
         refusal = torchgen_verdict(tree)
         event("refused by torchgen" if refusal else "accepted by torchgen")
-        bypass = run_codemod("bypass", "mul", "--tree", str(tree), "--no-verify")
+        bypass = run_codemod("bypass", "mul", "--tree", str(tree), "--no-verify", *(["--guarded"] if layout.guarded else []))
         if refusal is not None:
             assert layout.breakage, f"torchgen refused a layout meant to be valid: {refusal}"
             assert bypass.returncode == 2, bypass.stderr
@@ -198,14 +206,26 @@ def test_a_layout_torchgen_accepts_is_bypassed_and_reverted_one_it_refuses_exits
             return
         assert bypass.returncode == 0, bypass.stderr
         assert torchgen_verdict(tree) is None, "the bypassed yaml no longer loads in torchgen"
+        _assert_only_members_changed(before[NATIVE_FUNCTIONS].decode(), (tree / NATIVE_FUNCTIONS).read_text())
         bypassed = _values((tree / NATIVE_FUNCTIONS).read_bytes())
         for name, value in _values(before[NATIVE_FUNCTIONS]).items():
             if name in MEMBERS:
-                value = {**{k: v for k, v in value.items() if k not in STRUCTURED}, "manual_cpp_binding": True}
+                kept = value if layout.guarded else {k: v for k, v in value.items() if k not in STRUCTURED}
+                value = {**kept, "manual_cpp_binding": True}
             assert bypassed[name] == value, name
         revert = run_codemod("revert", "mul", "--tree", str(tree))
         assert revert.returncode == 0, revert.stderr
         assert snapshot(tree) == before
+
+
+def _assert_only_members_changed(before: str, after: str) -> None:
+    """The bytes that differ lie within mul's entries (from the first one's line to the last one's end)."""
+    by_name = native_yaml.load(NATIVE_FUNCTIONS, before).by_name()
+    region_start = min(before.rfind("\n", 0, by_name[name].start) + 1 for name in MEMBERS)
+    region_end = max(native_yaml.line_end(before, by_name[name].end) + 1 for name in MEMBERS)
+    prefix = next((i for i, (a, b) in enumerate(zip(before, after)) if a != b), min(len(before), len(after)))
+    suffix = next((i for i, (a, b) in enumerate(zip(reversed(before), reversed(after))) if a != b), min(len(before), len(after)))
+    assert prefix >= region_start and len(before) - suffix <= region_end, (prefix, region_start, len(before) - suffix, region_end)
 
 
 def _values(text: bytes) -> dict[str, dict]:

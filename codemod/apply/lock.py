@@ -24,12 +24,19 @@ def held(tree: Tree) -> Iterator[None]:
     path = tree.root / LOCK_FILE
     descriptor = _acquire(path)
     try:
-        os.ftruncate(descriptor, 0)
-        os.write(descriptor, f"{os.getpid()}\n".encode())
+        _write_pid(path, descriptor)
         yield
     finally:
         path.unlink(missing_ok=True)
         os.close(descriptor)
+
+
+def _write_pid(path: Path, descriptor: int) -> None:
+    try:
+        os.ftruncate(descriptor, 0)
+        os.write(descriptor, f"{os.getpid()}\n".encode())
+    except OSError as error:  # a full disk: nothing was changed yet
+        raise BadInput(f"{path}: cannot write the lock file ({error.strerror}); nothing was changed: fix that and run again") from None
 
 
 def _acquire(path: Path) -> int:

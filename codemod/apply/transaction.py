@@ -72,6 +72,7 @@ def run(root: Path, transaction: Transaction) -> None:
     try:
         write_file(root / LOG, transaction.to_json().encode())  # the commit point
     except OSError as error:
+        _rmdir_if_empty(root / STATE_DIR)
         raise BadInput(f"{error.filename}: {error.strerror}; nothing was changed in {root}: fix that and run again")
     _replay_or_explain(root, transaction)
 

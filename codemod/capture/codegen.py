@@ -15,6 +15,7 @@ Callers keep only the code of their own entries from the outputs.
 from __future__ import annotations
 
 import functools
+import json
 import re
 import shutil
 import subprocess
@@ -23,7 +24,7 @@ import threading
 from pathlib import Path
 
 from codemod.model import native_yaml, progress
-from codemod.model.errors import VerificationFailed
+from codemod.model.errors import BadInput, VerificationFailed
 from codemod.model.tree import DERIVATIVES, NATIVE_FUNCTIONS, TAGS, TEMPLATES, Tree
 
 # Rounds of "add the entries the error names" before taking the whole file.
@@ -44,6 +45,34 @@ def run(tree: Tree, args: list[str], what: str) -> None:
     if result.returncode != 0:
         tail = "\n".join((result.stderr or result.stdout).strip().splitlines()[-15:])
         raise VerificationFailed(f"{what} failed (exit {result.returncode}):\n{tail}")
+
+
+# Runs in the tree's Python environment: torchgen's own loader on the whole yaml; prints its refusal as JSON.
+_LOAD_NATIVE_YAML = r"""
+import json, sys
+from torchgen.gen import parse_native_yaml
+try:
+    parse_native_yaml(sys.argv[1], sys.argv[2])
+except Exception as error:
+    print(json.dumps({"error": type(error).__name__, "message": str(error)}))
+"""
+_LOCATION = re.compile(r"^\s*in .*:(?P<line>\d+):$", re.MULTILINE)  # the context torchgen adds to its errors
+
+
+def check_native_yaml(tree: Tree) -> None:
+    """What torchgen's loader refuses in the whole native_functions.yaml (a bad schema in any entry, a dangling
+    structured_delegate, ...) is refused before planning, with its line and torchgen's reason, not after writing."""
+    args = [tree.python, "-c", _LOAD_NATIVE_YAML, str(tree.path(NATIVE_FUNCTIONS)), str(tree.path(TAGS))]
+    progress.command(args)
+    result = subprocess.run(args, env=tree.python_env(), capture_output=True, text=True)
+    if result.returncode != 0:
+        raise VerificationFailed(f"torchgen's loader could not run on {NATIVE_FUNCTIONS}:\n{result.stderr.strip()}")
+    if result.stdout.strip():
+        refusal = json.loads(result.stdout)
+        found = _LOCATION.search(refusal["message"])
+        where = f"{NATIVE_FUNCTIONS}:{found.group('line')}" if found else NATIVE_FUNCTIONS
+        reason = refusal["message"].splitlines()[0] if refusal["message"] else ""
+        raise BadInput(f"{where}: torchgen refuses the file ({refusal['error']}: {reason}); fix it and run again")
 
 
 def aten(tree: Tree, source_dir: Path, out_dir: Path, *extra: str) -> None:

@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass
 
 from codemod.apply import journal
 
-from codemod.model import native_yaml
+from codemod.model import exact_text, native_yaml
 from codemod.model.native_yaml import GroupIndex, NativeYaml
 from codemod.model.tree import NATIVE_FUNCTIONS, Tree
 from codemod.plan import structured_kernels
@@ -34,7 +34,7 @@ class OpStatus:
 
 
 def catalog(tree: Tree) -> list[OpStatus]:
-    doc = native_yaml.load(NATIVE_FUNCTIONS, tree.path(NATIVE_FUNCTIONS).read_text())
+    doc = native_yaml.load(NATIVE_FUNCTIONS, exact_text.read(tree, NATIVE_FUNCTIONS))
     defined = structured_kernels.find_definitions(tree)
     bypassed = {entry.op for entry in journal.bypassed(tree)}
     statuses = []

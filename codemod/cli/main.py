@@ -157,7 +157,7 @@ def bypass(
                     return
             diff = patch.render(combined_changes(plans))
             if patch_file is not None:
-                _write_patch(patch_file, diff)
+                _write_patch(patch_file, diff, op)
             verified: list[str] = []
             unchecked: list[str] = []
             if check:
@@ -192,13 +192,13 @@ def bypass(
     _run(action, "bypass" if as_json else None)
 
 
-def _write_patch(patch_file: Path, diff: str) -> None:
+def _write_patch(patch_file: Path, diff: str, op: str) -> None:
     """Before anything is applied: a patch that cannot be written stops the bypass with nothing written."""
     try:
         patch_file.write_text(diff)
     except OSError as error:
         why = error.strerror if patch_file.parent.is_dir() else f"no directory {patch_file.parent}"
-        raise BadInput(f"{patch_file}: cannot write the patch ({why}); nothing was written: pass --patch a writable file")
+        raise BadInput(f"{patch_file}: cannot write the patch of `bypass {op}` ({why}); nothing was written: pass --patch a writable file")
 
 
 def _already_bypassed(tree: Tree, op: str, mode: str, as_json: bool) -> bool:

@@ -176,7 +176,7 @@ def _refuse_duplicate_names(rel_path: str, entries: tuple[Entry, ...]) -> None:
         if entry.name in first:
             raise BadInput(
                 f"{rel_path}:{entry.first_line + 1}: a second entry {entry.name} (the first is at line "
-                f"{first[entry.name].first_line + 1}); torchgen would keep only one: remove or rename one and run again"
+                f"{first[entry.name].first_line + 1}); an overload name must be unique: remove or rename one and run again"
             )
         first[entry.name] = entry
 

@@ -3,9 +3,11 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from codemod.capture import capture as capture_step
+from codemod.capture import codegen
 from codemod.model import exact_text
 from codemod.plan import foreach
 from codemod.model import native_yaml
@@ -48,6 +50,7 @@ class OpEntries:
     doc: native_yaml.NativeYaml
     groups: tuple[OpGroup, ...]
     yaml_edits: tuple[Edit, ...]
+    after: native_yaml.NativeYaml  # the file as the edits leave it
 
     @property
     def overloads(self) -> tuple[str, ...]:
@@ -55,19 +58,25 @@ class OpEntries:
 
     def capture_inputs(self) -> tuple[str, str]:
         """The groups' entries as they are, and as the bypass leaves them."""
-        return capture_step.group_yaml(self.doc, list(self.groups)), _groups_after(self.doc, self.groups, self.yaml_edits)
+        return capture_step.group_yaml(self.doc, list(self.groups)), _groups_after(self.after, self.groups)
 
 
 def op_entries(tree: Tree, op: str, guarded: bool = False) -> OpEntries:
     doc = native_yaml.load(NATIVE_FUNCTIONS, exact_text.read(tree, NATIVE_FUNCTIONS))
     groups = native_yaml.op_groups(doc, op)
-    return OpEntries(doc, tuple(groups), tuple(plan_yaml.native_functions_edits(doc, groups, guarded)))
+    edits, after = plan_yaml.native_functions_edits(doc, groups, guarded)
+    return OpEntries(doc, tuple(groups), tuple(edits), after)
 
 
 def make_plan(tree: Tree, op: str, guarded: bool = False) -> Plan:
     entries = op_entries(tree, op, guarded)
     groups, overloads, yaml_edits = list(entries.groups), entries.overloads, list(entries.yaml_edits)
-    captured = capture_step.capture(tree, op, *entries.capture_inputs(), overloads)
+    with ThreadPoolExecutor(max_workers=1) as pool:  # while the capture runs
+        whole_file_check = pool.submit(codegen.check_native_yaml, tree)
+        try:
+            captured = capture_step.capture(tree, op, *entries.capture_inputs(), overloads)
+        finally:
+            whole_file_check.result()  # torchgen refusing the file is the cause of anything else
     if guarded:
         return _guarded_plan(tree, op, overloads, [*yaml_edits, *plan_guarded.template_edits(tree, captured)], captured)
 
@@ -95,9 +104,8 @@ def make_plan(tree: Tree, op: str, guarded: bool = False) -> Plan:
     )
 
 
-def _groups_after(doc: native_yaml.NativeYaml, groups: tuple[OpGroup, ...], edits: tuple[Edit, ...]) -> str:
+def _groups_after(after: native_yaml.NativeYaml, groups: tuple[OpGroup, ...]) -> str:
     """The groups' entries as the bypass leaves them, for the second capture run."""
-    after = native_yaml.load(doc.rel_path, apply_edits(doc.text.encode(), list(edits)).decode())
     by_name = after.by_name()
     return "\n".join(after.entry_text(by_name[member.name]) for group in groups for member in group.members)
 

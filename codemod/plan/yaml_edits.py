@@ -13,7 +13,7 @@ import re
 from codemod.model.edits import Edit, apply_edits, line_starts
 from codemod.model.errors import BadInput
 from codemod.model.native_yaml import (
-    STRUCTURED_KEYS, KeySpan, NativeYaml, OpGroup, ParsedEntry, line_end, parse, split_entries, split_lines,
+    STRUCTURED_KEYS, KeySpan, NativeYaml, OpGroup, ParsedEntry, line_end, load, parse, split_entries, split_lines,
 )
 from codemod.model.tree import DERIVATIVES
 
@@ -22,14 +22,14 @@ MANUAL_ITEM = f"{MANUAL_KEY}: True"
 DERIVATIVES_ENTRY = re.compile(r"^- name:\s*(?P<name>[A-Za-z0-9_]+(?:\.[A-Za-z0-9_]+)?)\s*\(")
 
 
-def native_functions_edits(doc: NativeYaml, groups: list[OpGroup], guarded: bool = False) -> list[Edit]:
-    """Every member becomes `manual_cpp_binding`; unless GUARDED, it also loses its structured keys."""
+def native_functions_edits(doc: NativeYaml, groups: list[OpGroup], guarded: bool = False) -> tuple[list[Edit], NativeYaml]:
+    """Every member becomes `manual_cpp_binding`; unless GUARDED, it also loses its structured keys.
+    Returns the edits and the file as they leave it (parsed once, to check them)."""
     edits = []
     for group in groups:
         for member in group.members:
             edits.extend(_add_manual(doc, member) if guarded else _make_manual(doc, member))
-    _check_only_members_changed(doc, groups, edits, () if guarded else STRUCTURED_KEYS)
-    return edits
+    return edits, _check_only_members_changed(doc, groups, edits, () if guarded else STRUCTURED_KEYS)
 
 
 def _edit(doc: NativeYaml, start: int, end: int, text: str, why: str) -> Edit:
@@ -93,18 +93,22 @@ def _block_end(doc: NativeYaml, member: ParsedEntry, span: KeySpan) -> int:
     return min(end + 1, len(doc.text))
 
 
-def _check_only_members_changed(doc: NativeYaml, groups: list[OpGroup], edits: list[Edit], removed: tuple[str, ...]) -> None:
+def _check_only_members_changed(doc: NativeYaml, groups: list[OpGroup], edits: list[Edit], removed: tuple[str, ...]) -> NativeYaml:
     """Every entry but the members parses to the same value; each member loses exactly REMOVED and gains the key."""
-    after = parse(doc.rel_path, apply_edits(doc.text.encode(), edits).decode())
     members = {m.name for g in groups for m in g.members}
+    planner_bug = f"{doc.rel_path}: the planned edit of the entries {sorted(members)} would %s; please report this with the file"
+    try:
+        after = load(doc.rel_path, apply_edits(doc.text.encode(), edits).decode())
+    except BadInput as error:
+        raise BadInput(planner_bug % f"not parse ({error})")
     expected = []
-    for entry in doc.values:
-        if entry["func"].split("(")[0] in members:
-            entry = {k: v for k, v in entry.items() if k not in removed}
-            entry[MANUAL_KEY] = True
-        expected.append(entry)
-    if expected != after:
-        raise BadInput(f"{doc.rel_path}: the planned edit would change more than the entries {sorted(members)}; please report this with the file")
+    for entry, values in zip(doc.entries, doc.values):
+        if entry.name in members:
+            values = {k: v for k, v in values.items() if k not in removed} | {MANUAL_KEY: True}
+        expected.append(values)
+    if expected != after.values:
+        raise BadInput(planner_bug % "change more than those entries")
+    return after
 
 
 def derivatives_edits(text: str, overloads: tuple[str, ...]) -> tuple[list[Edit], list[str]]:
