@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 
 from codemod.model.tree import NATIVE_FUNCTIONS, locate
-from tests.test_any_order import OPS, REAL_YAML, bypass, prepared_copy, quiet_lines, revert, state, user_edit
+from tests.test_any_order import OPS, REAL_YAML, bypass, free_lines, prepared_copy, quiet_lines, revert, state, user_edit
 
 
 def main(seed: int, orders: int, edits_wanted: int) -> None:
@@ -33,9 +33,7 @@ def main(seed: int, orders: int, edits_wanted: int) -> None:
         edits, start = [], time.monotonic()
         for done, op in enumerate([*order, None]):
             for _ in range(edit_after.count(done)):
-                path = rng.choice(sorted(quiet))
-                line = rng.choice([q for q in quiet[path] if all(q != e[1] for e in edits if e[0] == path)])
-                edits.append(user_edit(root, path, line, len(edits)))
+                edits.append(user_edit(root, *rng.choice(free_lines(quiet, edits)), len(edits)))
             if op is not None:
                 bypass(tree, op, modes[op])
         print(f"bypassed {', '.join(op + (' (guarded)' if modes[op] else '') for op in order)} "
