@@ -97,6 +97,12 @@ def _comment_may_precede(path: str, lines: list[bytes], index: int) -> bool:
     return index > 0 and not lines[index - 1].rstrip().endswith(b"\\") and line.startswith((b"#include", b"namespace", b"}", b"TORCH_", b"Tensor"))
 
 
+def free_lines(quiet: dict[str, list[bytes]], edits: list[tuple[str, bytes, bytes]]) -> list[tuple[str, bytes]]:
+    """The quiet lines no user edit has gone before yet."""
+    done = {(path, line) for path, line, _ in edits}
+    return [(path, line) for path in sorted(quiet) for line in quiet[path] if (path, line) not in done]
+
+
 def user_edit(root: Path, path: str, line: bytes, number: int) -> tuple[str, bytes, bytes]:
     """Insert a comment line before LINE of PATH (where it is now); return what to insert in the pristine file too."""
     comment = COMMENT.get(Path(path).suffix, b"// ") + f"user edit {number}\n".encode()
@@ -143,9 +149,7 @@ def test_any_subset_any_modes_any_orders_with_user_edits_revert_byte_identical(
     edits = []
 
     def edit_somewhere() -> None:
-        path = rng.choice(sorted(quiet))
-        free = [line for line in quiet[path] if all(line != done for p, done, _ in edits if p == path)]
-        edits.append(user_edit(tree_root, path, rng.choice(free), len(edits)))
+        edits.append(user_edit(tree_root, *rng.choice(free_lines(quiet, edits)), len(edits)))
 
     for done, (op, mode) in enumerate(zip(order, guarded)):
         for _ in range(edit_points.count(done)):

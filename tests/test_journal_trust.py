@@ -130,3 +130,8 @@ def test_a_symlinked_yaml_stays_a_symlink_and_its_target_is_edited(tree: Path) -
     assert (tree / NATIVE_FUNCTIONS).is_symlink() and b"manual_cpp_binding" in real.read_bytes()
     assert run_codemod("revert", "mul", "--tree", str(tree)).returncode == 0
     assert (tree / NATIVE_FUNCTIONS).is_symlink() and real.read_bytes() == original
+
+
+def test_a_planted_lock_symlink_is_not_followed(tree: Path, victim: Path) -> None:
+    (tree / ".codemod.lock").symlink_to(victim)
+    refused_and_untouched(tree, victim, "cannot create the lock file", "revert", "mul")

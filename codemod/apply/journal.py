@@ -222,8 +222,8 @@ def revert(tree: Tree, ops: list[str], force: bool = False) -> list[Reverted]:
             raise VerificationFailed(
                 f"revert {op}: files were edited since the bypass where it changed them; nothing was written.\n"
                 + "\n".join(conflicts)
-                + f"\nresolve these by hand, or run `codemod revert {op} --force` to drop the later edits of these files "
-                "(the edits made by hand since the last bypass)"
+                + ("\nresolve these by hand" if force else f"\nresolve these by hand, or run `codemod revert {op} --force` to drop "
+                   "the later edits of these files (the edits made by hand since the last bypass)")
             )
         del journals[op]
         changed_journals.discard(op)
@@ -274,7 +274,7 @@ def _take_out(
         states = rebase.without(removing, steps + user)
     except rebase.Conflict as conflict:
         if not (force and user and conflict.clash.index == len(steps)):
-            raise _Refused(_conflict_report(path, since, conflict.clash))
+            raise _Refused(_conflict_report(path, since, conflict.clash) + _first_to_revert(steps, conflict.clash.index))
         states, user = rebase.without(removing, steps), []
     rebased, state = {}, entry.before
     for step, after in zip(steps, states):
@@ -289,6 +289,12 @@ def _take_out(
     else:
         outcome = "restored" + (f", keeping the bypass of {', '.join(op for op, _ in others)}" if others else "")
     return restored, outcome, since, rebased
+
+
+def _first_to_revert(steps: list[rebase.Step], index: int) -> str:
+    """For a clash --force cannot drop (made before another op's bypass, or by it): which op to revert first."""
+    following = [step.name for step in steps[index:] if step.name != USER_EDITS]
+    return f"  (--force cannot drop it: revert {following[0].removeprefix(_BYPASS_OF)} first)\n" if following else ""
 
 
 def _forced(since: str) -> str:

@@ -42,7 +42,7 @@ def _write_pid(path: Path, descriptor: int) -> None:
 def _acquire(path: Path) -> int:
     while True:
         try:
-            descriptor = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+            descriptor = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)  # a planted symlink is not followed
         except OSError as error:
             raise BadInput(f"{path}: cannot create the lock file ({error.strerror}); is the tree writable?")
         try:

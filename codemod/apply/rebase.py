@@ -73,8 +73,10 @@ def without(removed: Step, later: list[Step]) -> list[bytes]:
     for index, step in enumerate(later):
         moved, taken_out = _transform(step, index, spans(step.before, step.after), taken_out)
         state = apply(state, moved)
-        if apply(step.after, taken_out) != state:
-            raise AssertionError(f"rebase of {step.name}: putting the removed step back does not give its state")
+        placed = apply(step.after, taken_out)
+        if placed != state:  # the check of every rebase: its spans sit so close to X's that their order is lost
+            at = next((i for i, (a, b) in enumerate(zip(placed, state)) if a != b), min(len(placed), len(state)))
+            raise Conflict(Clash(step.name, index, state[:at].count(b"\n") + 1, "  (its lines and the bypass's cannot be told apart here)\n"))
         states.append(state)
     return states
 
