@@ -8,7 +8,6 @@ bypass edits compile against the headers the bypassed tree's torchgen regenerate
 """
 from __future__ import annotations
 
-import json
 import os
 import shutil
 from concurrent.futures import ThreadPoolExecutor
@@ -20,6 +19,7 @@ from codemod.capture.fromtorch import write_tree_from_torch
 from codemod.model.tree import NATIVE_SOURCES
 from codemod.plan.structured_kernels import IMPL, META, definitions_in
 from tests.conftest import TARGET_TREE, run_codemod, snapshot
+from tests.test_ops import ops_json
 from tests.test_real_tree import _clean_include_dir, _codegen, _compile
 
 # target_tree/'s ops in these shapes, and the source files that define their kernels.
@@ -125,14 +125,8 @@ def test_target_tree_sources_in_the_real_shapes() -> None:
     }
 
 
-def _ops(tree: Path) -> dict[str, dict]:
-    listed = run_codemod("ops", "--tree", str(tree), "--json")
-    assert listed.returncode == 0, listed.stderr
-    return {status["op"]: status for status in json.loads(listed.stdout)["ops"]}
-
-
 def test_ops_lists_as_bypassable_exactly_what_bypass_accepts(tree: Path) -> None:
-    statuses = _ops(tree)
+    statuses = ops_json(tree)
     assert set(MACRO_OPS) <= {op for op, status in statuses.items() if status["bypassable"]}
     with ThreadPoolExecutor(max_workers=2) as pool:
         exits = dict(zip(statuses, pool.map(lambda op: run_codemod("bypass", op, "--tree", str(tree), "--dry-run"), statuses)))

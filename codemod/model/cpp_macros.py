@@ -61,8 +61,7 @@ class Invocation:
 def tokens(text: str) -> list[Token]:
     found, spaced = [], False
     for match in _TOKEN.finditer(text):
-        kind = match.lastgroup if match.lastgroup != "delimiter" else "string"
-        if kind in ("space", "comment"):
+        if match.lastgroup in ("space", "comment"):
             spaced = True
             continue
         found.append(Token(match.group(), spaced))
@@ -77,7 +76,7 @@ def join(found: list[Token]) -> str:
 @dataclass
 class LiveView:
     """One file as the preprocessor leaves it, offsets kept: dead branches, directives, comments and
-    literals are blanked to spaces; `macros` maps each offset-ordered definition event (None: #undef)."""
+    literals are blanked to spaces; `events` are its #define (a Macro) and #undef (None), in file order."""
 
     text: str  # latin-1, so a character offset is a byte offset
     events: list[tuple[int, str, Macro | None]]
@@ -92,10 +91,6 @@ class LiveView:
             else:
                 active[name] = macro
         return active
-
-    def is_live(self, offset: int) -> bool:
-        """The code at OFFSET is compiled: not in a dead branch, a directive or a comment."""
-        return bool(self.text[offset].strip())
 
 
 def live_view(src: Source) -> LiveView:
