@@ -72,6 +72,16 @@ UNARY_IMPL(sin)
 UNARY_IMPL(
     cos)
 TORCH_IMPL_FUNC(lerp_Scalar) (const Tensor& self, const Tensor& end, const Scalar& weight, const Tensor& out) {}
+// a comment inside a long #define once made tree-sitter read it as object-like
+#define INTEGER_NO_OP_IMPL(kernel, stub)                                \
+TORCH_IMPL_FUNC(kernel) (const Tensor& self, const Tensor& result) {    \
+  if (c10::isIntegralType(self.scalar_type(), /*includeBool=*/false)) { \
+    result.copy_(self);                                                 \
+  } else {                                                              \
+    stub(device_type(), *this);                                         \
+  }                                                                     \
+}
+INTEGER_NO_OP_IMPL(ceil_out, ceil_stub)
 #undef UNARY_IMPL
 UNARY_IMPL(exp)
 } // namespace at::native
@@ -99,6 +109,7 @@ def test_the_finder_expands_the_files_own_macros_where_they_are_invoked() -> Non
         (IMPL, "structured_cos_out"): (_line(SHAPES, "UNARY_IMPL(\n"), "UNARY_IMPL"),
         # the meta and the native struct of lerp share a name; their kinds tell them apart
         (IMPL, "structured_lerp_Scalar"): (_line(SHAPES, "TORCH_IMPL_FUNC(lerp_Scalar)"), None),
+        (IMPL, "structured_ceil_out"): (_line(SHAPES, "INTEGER_NO_OP_IMPL(ceil_out"), "INTEGER_NO_OP_IMPL"),
         # and nothing from #if 0 (tan, atan), the dead #else (log), comments (acos, asin, ne),
         # a string (cosh), or UNARY_IMPL used after its #undef (exp_out)
     }
