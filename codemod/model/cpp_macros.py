@@ -30,6 +30,8 @@ _TOKEN = re.compile(
     """,
     re.S | re.X,
 )
+_DEFINE = re.compile(r"#\s*define\s+(?P<name>\w+)(?:\((?P<params>[^)]*)\))?(?P<body>.*)", re.S)
+_UNDEF = re.compile(r"#\s*undef\s+(?P<name>\w+)")
 _BLANKED = ("comment", "string_literal", "raw_string_literal", "char_literal", "system_lib_string")
 _DIRECTIVES = ("preproc_def", "preproc_function_def", "preproc_include", "preproc_call")
 _CONDITIONALS = ("preproc_if", "preproc_ifdef", "preproc_elif", "preproc_elifdef")
@@ -61,8 +63,7 @@ class Invocation:
 def tokens(text: str) -> list[Token]:
     found, spaced = [], False
     for match in _TOKEN.finditer(text):
-        kind = match.lastgroup if match.lastgroup != "delimiter" else "string"
-        if kind in ("space", "comment"):
+        if match.lastgroup in ("space", "comment"):
             spaced = True
             continue
         found.append(Token(match.group(), spaced))
@@ -77,7 +78,7 @@ def join(found: list[Token]) -> str:
 @dataclass
 class LiveView:
     """One file as the preprocessor leaves it, offsets kept: dead branches, directives, comments and
-    literals are blanked to spaces; `macros` maps each offset-ordered definition event (None: #undef)."""
+    literals are blanked to spaces; `events` are its #define (a Macro) and #undef (None), in file order."""
 
     text: str  # latin-1, so a character offset is a byte offset
     events: list[tuple[int, str, Macro | None]]
@@ -92,10 +93,6 @@ class LiveView:
             else:
                 active[name] = macro
         return active
-
-    def is_live(self, offset: int) -> bool:
-        """The code at OFFSET is compiled: not in a dead branch, a directive or a comment."""
-        return bool(self.text[offset].strip())
 
 
 def live_view(src: Source) -> LiveView:
@@ -140,18 +137,19 @@ def live_view(src: Source) -> LiveView:
 
 
 def _record(node: Node, text: str, events: list[tuple[int, str, Macro | None]]) -> None:
-    """A #define or #undef, at its offset."""
+    """A #define or #undef, at its offset. The definition is read by the preprocessor's own rule
+    (a `(` right after the name makes it function-like): tree-sitter may take a long
+    function-like #define for an object-like one."""
+    directive = text[node.start_byte : node.end_byte]
     if node.type in ("preproc_def", "preproc_function_def"):
-        name = node.child_by_field_name("name")
-        params = node.child_by_field_name("parameters")
-        value = node.child_by_field_name("value")
-        body = tuple(tokens(text[value.start_byte : value.end_byte])) if value is not None else ()
-        names = tuple(text[p.start_byte : p.end_byte] for p in params.named_children) if params is not None else None
-        events.append((node.start_byte, text[name.start_byte : name.end_byte], Macro(text[name.start_byte : name.end_byte], names, body)))
-    elif node.type == "preproc_call":
-        directive, argument = node.child_by_field_name("directive"), node.child_by_field_name("argument")
-        if text[directive.start_byte : directive.end_byte] == "#undef" and argument is not None:
-            events.append((node.start_byte, text[argument.start_byte : argument.end_byte].strip(), None))
+        found = _DEFINE.match(directive)
+        if found is not None:
+            params = None if found["params"] is None else tuple(
+                p.strip(" \t\\\n") for p in found["params"].split(",") if p.strip(" \t\\\n")
+            )
+            events.append((node.start_byte, found["name"], Macro(found["name"], params, tuple(tokens(found["body"])))))
+    elif (found := _UNDEF.match(directive)) is not None:
+        events.append((node.start_byte, found["name"], None))
 
 
 def _visit_conditional(node: Node, text: str, blank: list[tuple[int, int]], visit, defined) -> None:
