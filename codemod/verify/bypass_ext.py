@@ -50,6 +50,11 @@ class Bound:
     params: tuple[Parameter, ...]
 
 
+def python_name(overload: str) -> str:
+    """The overload's function in the extension: "sum.dim_IntList" is `sum_dim_IntList`."""
+    return overload.replace(".", "_")
+
+
 def _plain_type(type_: str) -> str:
     return re.sub(r"\s+", "", type_).removeprefix("::").replace("<::", "<")
 
@@ -62,7 +67,7 @@ def bound_overloads(capture: Capture) -> list[Bound]:
         if snippet is None:
             raise BadInput(f"{capture.op}: the CPU wrapper {wrapper} of {overload} was not captured")
         callee = f"{ext_namespace(capture.op)}::{capture.native_kernels[overload]}"
-        found.append(Bound(overload, overload.replace(".", "_"), callee, tuple(parameters(snippet.text))))
+        found.append(Bound(overload, python_name(overload), callee, tuple(parameters(snippet.text))))
     return found
 
 

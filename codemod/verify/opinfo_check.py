@@ -72,7 +72,7 @@ def check_op(tree: Tree, op: str, captured: Capture | None = None, module: Modul
 def check(module: ModuleType, op: str, groups: list[Group]) -> CheckReport:
     infos = samples.opinfos(op)
     dtypes = samples.supported_dtypes(infos)
-    report = CheckReport(op, [str(d).removeprefix("torch.") for d in dtypes])
+    report = CheckReport(op, [samples.dtype_name(d) for d in dtypes])
     torch.manual_seed(0)
     for group in groups:
         calls = [c for dtype in dtypes for c in samples.opinfo_calls(group, op, dtype)]

@@ -21,6 +21,7 @@ from torchgen.model import Argument, BaseTy, BaseType, FunctionSchema, ListType,
 
 from codemod.model.errors import BadInput
 from codemod.model.native_yaml import OpGroup
+from codemod.verify import bypass_ext
 
 DTYPES = (torch.float32, torch.float64, torch.int64, torch.bool, torch.complex64)
 # Beyond this many combinations of generated values, each argument varies alone from the first combination.
@@ -39,8 +40,7 @@ class Overload:
 
     @property
     def python_name(self) -> str:
-        """Its function in the extension, and the attribute path of torch.ops.aten."""
-        return self.name.replace(".", "_")
+        return bypass_ext.python_name(self.name)
 
     def reference(self):
         """The installed torch's dispatcher entry for this overload: what the bypass must agree with."""
@@ -94,7 +94,7 @@ def _show(value: object) -> str:
         layout = "" if value.is_contiguous() or value.dim() < 2 else (
             " channels-last" if value.dim() == 4 and value.is_contiguous(memory_format=torch.channels_last) else " non-contiguous"
         )
-        return f"{str(value.dtype).removeprefix('torch.')}{list(value.shape)}{layout}"
+        return f"{dtype_name(value.dtype)}{list(value.shape)}{layout}"
     return repr(value)
 
 
@@ -296,7 +296,7 @@ def _channels_last(tensor: torch.Tensor) -> torch.Tensor:
 def edge_calls(group: Group, dtypes: list[torch.dtype]) -> list[Call]:
     """Our own cases on top of PyTorch's samples: dtypes, layouts, 0-dim, empty, broadcasting."""
     tensor_names = [a.name for a in group.arguments if a.type == BaseType(BaseTy.Tensor)]
-    calls = [c for dtype in DTYPES for c in schema_calls(group, (3, 4), dtype, f"edge: {_name(dtype)} [3,4]")]
+    calls = [c for dtype in DTYPES for c in schema_calls(group, (3, 4), dtype, f"edge: {dtype_name(dtype)} [3,4]")]
     calls += schema_calls(group, (3, 4), torch.float32, "edge: non-contiguous", layout=_transposed)
     calls += schema_calls(group, (2, 3, 4, 5), torch.float32, "edge: channels-last", layout=_channels_last)
     calls += schema_calls(group, (), dtypes[0], "edge: 0-dim")
@@ -308,5 +308,5 @@ def edge_calls(group: Group, dtypes: list[torch.dtype]) -> list[Call]:
     return calls
 
 
-def _name(dtype: torch.dtype) -> str:
+def dtype_name(dtype: torch.dtype) -> str:
     return str(dtype).removeprefix("torch.")
