@@ -15,9 +15,11 @@ import pytest
 import torch
 from torch.torch_version import TorchVersion
 
+from codemod.capture import codegen
 from codemod.capture.capture import capture
 from codemod.capture.fromtorch import torch_wheels, wheel_cache
 from codemod.model import native_yaml
+from codemod.model.errors import VerificationFailed
 from codemod.model.tree import NATIVE_FUNCTIONS, locate
 from codemod.plan.plan import op_entries
 
@@ -32,6 +34,17 @@ RELEASES = [pytest.param(None, id=f"installed-{torch.__version__}")] + (
     [pytest.param(wheel, id=version) for version, wheel in NEWER_WHEELS.items()]
     or [pytest.param(None, id="newer", marks=_NONE_CACHED)]
 )
+
+
+def test_entries_a_cross_entry_check_names_join_the_run(tree: Path, tmp_path: Path) -> None:
+    """The installed torchgen's own cross-entry check: a structured delegate needs its out entry."""
+    located = locate(tree)
+    doc = native_yaml.load(NATIVE_FUNCTIONS, located.path(NATIVE_FUNCTIONS).read_text())
+    delegate = doc.entry_text(doc.by_name()["mul.Tensor"])
+    with pytest.raises(VerificationFailed, match="mul.out is missing"):
+        codegen.aten_on_yaml(located, delegate, tmp_path / "alone")
+    codegen.aten_on_entries(located, delegate, tmp_path / "out")
+    assert "structured_mul_out" in (tmp_path / "out" / "NativeFunctions.h").read_text()
 
 
 @pytest.mark.parametrize("op", ["mul", "add"])  # add's CPU kernel is written by the ufunc codegen

@@ -89,7 +89,7 @@ def aten_on_entries(tree: Tree, native_yaml_text: str, out_dir: Path) -> None:
             ops = set(_support_ops.get(tree.root, ()))
         support = [e for e in tree_yaml().entries if e.name not in own and native_yaml.op_name(e.base) in ops] if ops else []
         try:
-            _aten_on_yaml(tree, _joined(native_yaml_text, tree_yaml(), support), out_dir)
+            aten_on_yaml(tree, _joined(native_yaml_text, tree_yaml(), support), out_dir)
             return
         except VerificationFailed as failure:
             named = _ops_named_in(tree_yaml(), _exception_message(str(failure)), own) - ops
@@ -99,7 +99,7 @@ def aten_on_entries(tree: Tree, native_yaml_text: str, out_dir: Path) -> None:
                 _support_ops.setdefault(tree.root, set()).update(named)
     with progress.step("torchgen checks the whole native_functions.yaml: running it on every entry"):
         everything_else = [e for e in tree_yaml().entries if e.name not in own]
-        _aten_on_yaml(tree, _joined(native_yaml_text, tree_yaml(), everything_else), out_dir)
+        aten_on_yaml(tree, _joined(native_yaml_text, tree_yaml(), everything_else), out_dir)
 
 
 def _joined(native_yaml_text: str, doc: native_yaml.NativeYaml, support: list[native_yaml.Entry]) -> str:
@@ -124,8 +124,8 @@ def _ops_named_in(doc: native_yaml.NativeYaml, message: str, own: set[str]) -> s
     return named
 
 
-def _aten_on_yaml(tree: Tree, native_yaml_text: str, out_dir: Path) -> None:
-    """torchgen on this yaml, with the tree's tags and templates."""
+def aten_on_yaml(tree: Tree, native_yaml_text: str, out_dir: Path) -> None:
+    """torchgen on exactly this yaml, with the tree's tags and templates."""
     with tempfile.TemporaryDirectory(prefix="codemod-src-") as scratch:
         source = Path(scratch)
         (source / "native").mkdir()
