@@ -28,10 +28,11 @@ def installed_torchgen() -> Path:
     spec = importlib.util.find_spec("torchgen")
     if spec is None or not spec.submodule_search_locations:
         raise BadInput("torchgen is not importable; install torch==2.13.0 (pip install torch==2.13.0)")
-    return _checked(Path(next(iter(spec.submodule_search_locations))), "the installed torch; reinstall torch==2.13.0")
+    root = Path(next(iter(spec.submodule_search_locations)))
+    return _checked(root, "the installed torch", "reinstall torch==2.13.0")
 
 
-def _checked(root: Path, where: str) -> Path:
+def _checked(root: Path, where: str, fix: str) -> Path:
     """ROOT, a torchgen package directory, if it holds the packaged codegen inputs of a 2.x wheel."""
     packaged = root / "packaged"
     for needed in ("ATen/native/native_functions.yaml", "ATen/native/tags.yaml",
@@ -39,7 +40,7 @@ def _checked(root: Path, where: str) -> Path:
         if not (packaged / needed).exists():
             raise BadInput(
                 f"{packaged / needed}: missing; {where} does not have the torch 2.x wheel layout "
-                "(torchgen/packaged/...)"
+                f"(torchgen/packaged/...); {fix}"
             )
     return root
 
@@ -54,7 +55,7 @@ def _extract_torchgen(wheel: Path, scratch: Path) -> Path:
             archive.extractall(scratch, members)
     except zipfile.BadZipFile as error:
         raise BadInput(f"{wheel}: not a wheel ({error}); pass a torch .whl file or a torchgen directory") from error
-    return _checked(scratch / "torchgen", str(wheel))
+    return _checked(scratch / "torchgen", str(wheel), "pass a torch wheel of release 2.13 or later")
 
 
 def wheel_cache() -> Path:
@@ -89,7 +90,8 @@ def write_tree_from_torch(dest: Path, native_sources: Path, torchgen_from: Path 
     if torchgen_from is None:
         _write(dest, native_sources, installed_torchgen())
     elif Path(torchgen_from).is_dir():
-        _write(dest, native_sources, _checked(Path(torchgen_from), str(torchgen_from)))
+        fix = "pass the torchgen/ directory of an unpacked torch wheel (it holds packaged/)"
+        _write(dest, native_sources, _checked(Path(torchgen_from), str(torchgen_from), fix))
     elif Path(torchgen_from).is_file():
         with tempfile.TemporaryDirectory(prefix="codemod-wheel-") as scratch:
             _write(dest, native_sources, _extract_torchgen(Path(torchgen_from), Path(scratch)))
