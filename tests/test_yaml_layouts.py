@@ -14,7 +14,6 @@ import shutil
 import tempfile
 from pathlib import Path
 
-import pytest
 import yaml
 from hypothesis import HealthCheck, event, example, given, settings
 from hypothesis import strategies as st
@@ -45,7 +44,7 @@ class Layout:
     blank_between_keys: bool = False
     tags_style: str = "as written"  # as written, block, flow
     flow_entry: bool = False  # the whole entry as `{func: ..., ...}` over several lines
-    breakage: str = ""  # one of BREAKAGES: a layout torchgen must refuse
+    breakage: str = ""  # one of BREAKAGES, meant to break the layout (torchgen judges whether it does)
     guarded: bool = False  # `bypass --guarded`: the key is added, nothing removed
     document_markers: bool = False  # the file opens with `%YAML 1.1` and `---` and closes with `...`
 
