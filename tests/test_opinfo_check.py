@@ -80,6 +80,18 @@ def test_generated_calls_cover_the_schema() -> None:
     assert {c.arguments["value"] for c in samples.schema_calls(ternary, (2,), torch.float32, "schema")} == {2, 0.5}
 
 
+def test_our_edge_cases_come_on_top() -> None:
+    (ternary,) = groups("addcmul")
+    edges = samples.edge_calls(ternary, [torch.float32])
+    sources = {c.source for c in edges}
+    for case in ("float64", "int64", "bool", "complex64", "non-contiguous", "channels-last", "0-dim", "empty", "broadcast",
+                 "promotion"):
+        assert any(case in source for source in sources), case
+    promoted = next(c for c in edges if "promotion" in c.source).arguments
+    assert (promoted["self"].dtype, promoted["tensor1"].dtype) == (torch.int64, torch.float32)
+    assert next(c for c in edges if "non-contiguous" in c.source).arguments["self"].is_contiguous() is False
+
+
 def test_the_bypass_binds_each_overload_from_its_captured_declaration() -> None:
     capture = build.capture_for(TREE, "sum", op_entries(TREE, "sum"))
     bound = {b.python_name: b for b in bypass_ext.bound_overloads(capture)}
