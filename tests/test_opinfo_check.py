@@ -15,6 +15,7 @@ import pytest
 import torch
 
 from codemod.cli import catalog
+from codemod.model.errors import VerificationFailed
 from codemod.model.tree import locate
 from codemod.plan.plan import op_entries
 from codemod.verify import build, bypass_ext, opinfo_check, samples
@@ -123,6 +124,11 @@ def test_a_wrong_kernel_is_caught_with_the_failing_sample_named(doctored_cumsum)
     assert "mismatch" in failure.what.lower()
     # out= and in-place go through their own wrappers, which still call the structured impl
     assert {f.overload for f in report.failures} == {"cumsum"}
+    with pytest.raises(VerificationFailed) as raised:  # what `build` and `bypass` raise: exit 1
+        report.require_ok()
+    assert raised.value.exit_code == 1
+    assert str(raised.value).startswith("cumsum: the bypass disagrees with torch on ")
+    assert "the first: cumsum functional, OpInfo cumsum sample" in str(raised.value)
 
 
 def test_build_checks_a_reduction_and_bypass_runs_the_check_first(tree) -> None:
