@@ -60,6 +60,14 @@ def test_pytorchs_own_samples_are_used_where_the_op_has_an_opinfo(every_op, op: 
     assert samples.opinfos(op)
 
 
+def test_an_op_without_an_opinfo_is_checked_on_calls_generated_from_its_schema(every_op) -> None:
+    assert not samples.opinfos("no_such_opinfo")
+    report = opinfo_check.check(every_op, "no_such_opinfo", groups("sum"))  # sum's bypass, looked up under no OpInfo
+    assert report.ok, "\n".join(map(str, report.failures[:5]))
+    assert report.calls_by_source["schema"] == 5 * 20  # five dtypes x dim (5) x keepdim (2) x dtype (2)
+    assert "OpInfo" not in report.calls_by_source
+
+
 def test_opinfo_samples_bind_by_schema_and_leave_other_overloads_alone() -> None:
     (reduction,) = groups("sum")
     x = torch.ones(2, 3)
