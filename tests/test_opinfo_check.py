@@ -15,6 +15,7 @@ import pytest
 import torch
 
 from codemod.cli import catalog
+from codemod.model.errors import VerificationFailed
 from codemod.model.tree import locate
 from codemod.plan.plan import op_entries
 from codemod.verify import build, bypass_ext, opinfo_check, samples
@@ -59,6 +60,14 @@ def test_pytorchs_own_samples_are_used_where_the_op_has_an_opinfo(every_op, op: 
     assert samples.opinfos(op)
 
 
+def test_an_op_without_an_opinfo_is_checked_on_calls_generated_from_its_schema(every_op) -> None:
+    assert not samples.opinfos("no_such_opinfo")
+    report = opinfo_check.check(every_op, "no_such_opinfo", groups("sum"))  # sum's bypass, looked up under no OpInfo
+    assert report.ok, "\n".join(map(str, report.failures[:5]))
+    assert report.calls_by_source["schema"] == 5 * 20  # five dtypes x dim (5) x keepdim (2) x dtype (2)
+    assert "OpInfo" not in report.calls_by_source
+
+
 def test_opinfo_samples_bind_by_schema_and_leave_other_overloads_alone() -> None:
     (reduction,) = groups("sum")
     x = torch.ones(2, 3)
@@ -78,6 +87,18 @@ def test_generated_calls_cover_the_schema() -> None:
     assert {c.arguments["dtype"] for c in calls} == {None, torch.float64}
     (ternary,) = groups("addcmul")
     assert {c.arguments["value"] for c in samples.schema_calls(ternary, (2,), torch.float32, "schema")} == {2, 0.5}
+
+
+def test_our_edge_cases_come_on_top() -> None:
+    (ternary,) = groups("addcmul")
+    edges = samples.edge_calls(ternary, [torch.float32])
+    sources = {c.source for c in edges}
+    for case in ("float64", "int64", "bool", "complex64", "non-contiguous", "channels-last", "0-dim", "empty", "broadcast",
+                 "promotion"):
+        assert any(case in source for source in sources), case
+    promoted = next(c for c in edges if "promotion" in c.source).arguments
+    assert (promoted["self"].dtype, promoted["tensor1"].dtype) == (torch.int64, torch.float32)
+    assert next(c for c in edges if "non-contiguous" in c.source).arguments["self"].is_contiguous() is False
 
 
 def test_the_bypass_binds_each_overload_from_its_captured_declaration() -> None:
@@ -111,6 +132,11 @@ def test_a_wrong_kernel_is_caught_with_the_failing_sample_named(doctored_cumsum)
     assert "mismatch" in failure.what.lower()
     # out= and in-place go through their own wrappers, which still call the structured impl
     assert {f.overload for f in report.failures} == {"cumsum"}
+    with pytest.raises(VerificationFailed) as raised:  # what `build` and `bypass` raise: exit 1
+        report.require_ok()
+    assert raised.value.exit_code == 1
+    assert str(raised.value).startswith("cumsum: the bypass disagrees with torch on ")
+    assert "the first: cumsum functional, OpInfo cumsum sample" in str(raised.value)
 
 
 def test_build_checks_a_reduction_and_bypass_runs_the_check_first(tree) -> None:

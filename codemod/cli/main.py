@@ -512,11 +512,7 @@ def _build_and_check(tree: Tree, op: str, check: bool, verbose: bool, captured: 
     _say(f"  {report.summary()}")
     for failure in report.failures[:10]:
         _say(f"  FAIL {failure}")
-    if not report.ok:
-        raise VerificationFailed(
-            f"{op}: the bypass disagrees with torch on {len(report.failures)} of {sum(report.checked.values())} "
-            f"comparisons; the first: {report.failures[0] if report.failures else 'none were made'}"
-        )
+    report.require_ok()
 
 
 @main.command()

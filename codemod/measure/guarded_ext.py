@@ -19,14 +19,13 @@ import re
 from types import ModuleType
 
 from codemod.plan import guarded as plan_guarded
-from codemod.verify import extension
+from codemod.verify import bypass_ext, extension
 from codemod.verify.build import Parameter, capture_for, parameters
 from codemod.capture.capture import Capture
 from codemod.plan.plan import op_entries
 from codemod.model.tree import Tree
 
 METHOD_PREFIX = "method_"
-SCALAR = "at::Scalar"
 # `Tensor::mul_(` with or without parameters after it: the method's name and whether it has any.
 _METHOD_HEAD = re.compile(r"\bTensor::(\w+)\((\s*\))?")
 _CONST_BEFORE_BODY = re.compile(r"\)\s*const\s*\{", re.MULTILINE)
@@ -48,11 +47,8 @@ def as_free_function(definition: str) -> str:
 
 
 def _binding(name: str, params: list[Parameter], namespace: str) -> str:
-    """`m.def` of a lambda taking each argument by value (a Tensor is a handle) and a Scalar as a Python number."""
-    taken = ", ".join(f"py::handle {p.name}" if p.type == SCALAR else f"{p.type} {p.name}" for p in params)
-    passed = ", ".join(f"to_scalar({p.name})" if p.type == SCALAR else p.name for p in params)
-    names = "".join(f', py::arg("{p.name}")' for p in params)
-    return f'  m.def("{name}", []({taken}) {{ return {namespace}::{name}({passed}); }}{names});'
+    """`m.def` of NAME, each argument taken as Python gives it (as the bypass check's bindings take them)."""
+    return bypass_ext.binding(bypass_ext.Bound(name, name, f"{namespace}::{name}", tuple(params)))
 
 
 def guarded_source(capture: Capture) -> str:

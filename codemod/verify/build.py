@@ -357,9 +357,9 @@ def cpp_checked_groups(capture: Capture, groups: tuple[OpGroup, ...]) -> list[Ha
         return []
 
 
-# The storage a sample keeps for an argument whose C++ type is a view (by the type without const and &), and
-# how a stored `{}` is passed. Every other type is stored as declared.
-_STORED = {
+# The storage kept for an argument whose C++ type is a view (by its plain_type), and how a stored `{}` is
+# passed on. Every other type is stored as declared.
+VIEW_STORAGE = {
     "at::IntArrayRef": ("std::vector<int64_t>", "{}"),
     "at::OptionalIntArrayRef": ("std::optional<std::vector<int64_t>>", "({0} ? at::OptionalIntArrayRef(*{0}) : at::OptionalIntArrayRef())"),
 }
@@ -388,9 +388,13 @@ def _cpp_value(value: object) -> str:
     raise BadInput(f"the timed call cannot pass {value!r} from C++")
 
 
+def plain_type(type_: str) -> str:
+    """A declared type without spaces and leading `::` (`::std::optional<at::ScalarType>` is `std::optional<at::ScalarType>`)."""
+    return re.sub(r"\s+", "", type_).removeprefix("::").replace("<::", "<")
+
+
 def _stored(param: Parameter) -> tuple[str, str]:
-    plain = re.sub(r"\s+", "", param.type).removeprefix("::")
-    return _STORED.get(plain, (param.type, "{}"))
+    return VIEW_STORAGE.get(plain_type(param.type), (param.type, "{}"))
 
 
 @dataclass(frozen=True)

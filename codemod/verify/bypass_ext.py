@@ -12,7 +12,6 @@ of the captured declaration; `ext.quietly(f)` runs `f()` with libtorch's warning
 """
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from types import ModuleType
 
@@ -20,7 +19,7 @@ from codemod.capture.capture import Capture
 from codemod.model.errors import BadInput
 from codemod.plan import cpp as plan_cpp
 from codemod.verify import extension
-from codemod.verify.build import Parameter, capture_for, ext_namespace, harness_includes, parameters
+from codemod.verify.build import VIEW_STORAGE, Parameter, capture_for, ext_namespace, harness_includes, parameters, plain_type
 from codemod.plan.plan import op_entries
 from codemod.model.tree import Tree
 
@@ -29,8 +28,7 @@ from codemod.model.tree import Tree
 _TAKEN = {
     "at::Scalar": ("py::handle", "to_scalar({})"),
     "std::optional<at::Scalar>": ("py::handle", "({0}.is_none() ? std::optional<at::Scalar>() : std::optional<at::Scalar>(to_scalar({0})))"),
-    "at::IntArrayRef": ("std::vector<int64_t>", "{}"),
-    "at::OptionalIntArrayRef": ("std::optional<std::vector<int64_t>>", "({0} ? at::OptionalIntArrayRef(*{0}) : at::OptionalIntArrayRef())"),
+    **VIEW_STORAGE,
     "std::optional<c10::string_view>": ("std::optional<std::string>", "({0} ? std::optional<c10::string_view>(*{0}) : std::nullopt)"),
     "c10::string_view": ("std::string", "c10::string_view({})"),
 }
@@ -55,10 +53,6 @@ def python_name(overload: str) -> str:
     return overload.replace(".", "_")
 
 
-def _plain_type(type_: str) -> str:
-    return re.sub(r"\s+", "", type_).removeprefix("::").replace("<::", "<")
-
-
 def bound_overloads(capture: Capture) -> list[Bound]:
     """Every overload with a CPU wrapper, bound to the at::native:: forward the bypass writes for it."""
     found = []
@@ -75,7 +69,7 @@ def binding(bound: Bound) -> str:
     """`m.def` of a lambda taking each parameter as Python gives it, passing it on as the C++ function wants."""
     taken, passed = [], []
     for p in bound.params:
-        plain = _plain_type(p.type)
+        plain = plain_type(p.type)
         if plain in _TAKEN:
             python_type, expression = _TAKEN[plain]
         elif plain in _BY_VALUE:

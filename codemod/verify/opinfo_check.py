@@ -21,6 +21,7 @@ import torch
 
 from codemod.capture.capture import Capture
 from codemod.model import progress
+from codemod.model.errors import VerificationFailed
 from codemod.model.tree import Tree
 from codemod.plan.plan import op_entries
 from codemod.verify import bypass_ext, samples
@@ -51,6 +52,13 @@ class CheckReport:
     @property
     def ok(self) -> bool:
         return not self.failures and sum(self.checked.values()) > 0
+
+    def require_ok(self) -> None:
+        """Raise VerificationFailed (exit 1) naming the first failing call, unless every comparison agreed."""
+        if not self.ok:
+            first = self.failures[0] if self.failures else "no comparison was made"
+            raise VerificationFailed(f"{self.op}: the bypass disagrees with torch on {len(self.failures)} of "
+                                     f"{sum(self.checked.values())} comparisons; the first: {first}")
 
     def summary(self) -> str:
         per_overload = ", ".join(f"{name} {count}" for name, count in self.checked.items())

@@ -259,12 +259,13 @@ def _dim_lists(ndim: int) -> tuple[list[int], ...]:
     return ([], [0], [-1], *([[0, 1]] if ndim > 1 else []))
 
 
-def schema_calls(group: Group, shapes: dict[str, tuple[int, ...]] | tuple[int, ...], dtype: torch.dtype, source: str,
-                 layout=None) -> list[Call]:
+def schema_calls(group: Group, shapes: dict[str, tuple[int, ...]] | tuple[int, ...],
+                 dtypes: dict[str, torch.dtype] | torch.dtype, source: str, layout=None) -> list[Call]:
     """Every combination of generated values (each varying alone beyond MAX_COMBINATIONS), with fresh tensors
-    of SHAPES (one shape for all, or by argument name) in DTYPE, LAYOUT applied to each."""
+    of SHAPES in DTYPES (each one for all, or by argument name), LAYOUT applied to each."""
     arguments = group.arguments
     shape_of = (lambda name: shapes[name]) if isinstance(shapes, dict) else (lambda name: shapes)
+    dtype_of = (lambda name: dtypes[name]) if isinstance(dtypes, dict) else (lambda name: dtypes)
     ndim = len(shape_of(arguments[0].name))
     options = [values(a, ndim) for a in arguments]
     combinations = list(itertools.product(*options))
@@ -278,7 +279,7 @@ def schema_calls(group: Group, shapes: dict[str, tuple[int, ...]] | tuple[int, .
         bound = {}
         for argument, value in zip(arguments, combination):
             if value is A_TENSOR:
-                tensor = make_tensor(shape_of(argument.name), dtype)
+                tensor = make_tensor(shape_of(argument.name), dtype_of(argument.name))
                 value = layout(tensor) if layout is not None else tensor
             bound[argument.name] = value
         calls.append(Call(source, bound))
@@ -294,7 +295,7 @@ def _channels_last(tensor: torch.Tensor) -> torch.Tensor:
 
 
 def edge_calls(group: Group, dtypes: list[torch.dtype]) -> list[Call]:
-    """Our own cases on top of PyTorch's samples: dtypes, layouts, 0-dim, empty, broadcasting."""
+    """Our own cases on top of PyTorch's samples: dtypes, layouts, 0-dim, empty, broadcasting, type promotion."""
     tensor_names = [a.name for a in group.arguments if a.type == BaseType(BaseTy.Tensor)]
     calls = [c for dtype in DTYPES for c in schema_calls(group, (3, 4), dtype, f"edge: {dtype_name(dtype)} [3,4]")]
     calls += schema_calls(group, (3, 4), torch.float32, "edge: non-contiguous", layout=_transposed)
@@ -305,6 +306,8 @@ def edge_calls(group: Group, dtypes: list[torch.dtype]) -> list[Call]:
         spread = {name: (3, 1) if i == 0 else (1, 4) for i, name in enumerate(tensor_names)}
         spread |= {a.name: (3, 1) for a in group.arguments if a.name not in spread}
         calls += schema_calls(group, spread, dtypes[0], "edge: broadcast [3,1] with [1,4] (in-place grows self)")
+        promoted = {name: torch.int64 if i == 0 else torch.float32 for i, name in enumerate(tensor_names)}
+        calls += schema_calls(group, (3, 4), promoted, "edge: promotion int64 with float32 (in-place cannot cast)")
     return calls
 
 
