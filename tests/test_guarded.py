@@ -9,7 +9,7 @@ import pytest
 
 from codemod.model import native_yaml
 from codemod.model.tree import NATIVE_FUNCTIONS
-from tests.conftest import OUTPUT_SCHEMA, TARGET_TREE, run_codemod, snapshot
+from tests.conftest import OUTPUT_SCHEMA, run_codemod, snapshot
 
 GENERATED_ELSEWHERE = ("aten/src/ATen/native/BinaryOps.cpp", "tools/autograd/derivatives.yaml", "torch/csrc/jit/runtime/static/ops.cpp")
 
@@ -55,9 +55,9 @@ def test_guarded_bypass_is_a_fixed_point(tree: Path) -> None:
     assert check.returncode == 0, check.stderr
 
 
-def test_bench_guarded_times_three_paths_in_one_process() -> None:
+def test_bench_guarded_times_three_paths_in_one_process(target_tree: Path) -> None:
     """The figures are not asserted (timings); what is: the three paths ran and the JSON follows the schema."""
-    result = run_codemod("bench", "mul", "--tree", str(TARGET_TREE), "--guarded", "--json", "--no-callgrind", "--size", "2")
+    result = run_codemod("bench", "mul", "--tree", str(target_tree), "--guarded", "--json", "--no-callgrind", "--size", "2")
     assert result.returncode == 0, result.stderr
     report = json.loads(result.stdout)
     OUTPUT_SCHEMA.validate(report)

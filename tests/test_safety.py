@@ -29,7 +29,7 @@ from codemod.apply import transaction
 from codemod.apply.lock import LOCK_FILE
 from codemod.plan.plan import FileChange, make_plan
 from codemod.model.tree import NATIVE_FUNCTIONS, NATIVE_SOURCES, TEMPLATES, locate
-from tests.conftest import REPO, TARGET_TREE, run_codemod, snapshot
+from tests.conftest import REPO, run_codemod, snapshot
 
 BINARY_OPS = f"{NATIVE_SOURCES}/BinaryOps.cpp"
 OPS_CPP = "torch/csrc/jit/runtime/static/ops.cpp"
@@ -65,17 +65,17 @@ def crash_after(writes: int, *command: str) -> subprocess.CompletedProcess[str]:
 
 
 @pytest.fixture(scope="module")
-def mul_plan(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def mul_plan(tmp_path_factory: pytest.TempPathFactory, target_tree: Path) -> Path:
     """mul's plan on target_tree/, planned once and pickled for the crash children."""
     where = tmp_path_factory.mktemp("plan")
-    plan = make_plan(locate(copy_of(TARGET_TREE, where / "tree")), "mul")
+    plan = make_plan(locate(copy_of(target_tree, where / "tree")), "mul")
     (where / "mul.plan").write_bytes(pickle.dumps(plan))
     return where / "mul.plan"
 
 
-def test_a_crash_at_every_write_of_bypass_and_revert_recovers_to_one_whole_state(mul_plan: Path, tmp_path: Path) -> None:
-    pristine = state(TARGET_TREE)
-    clean = copy_of(TARGET_TREE, tmp_path / "clean")
+def test_a_crash_at_every_write_of_bypass_and_revert_recovers_to_one_whole_state(mul_plan: Path, tmp_path: Path, target_tree: Path) -> None:
+    pristine = state(target_tree)
+    clean = copy_of(target_tree, tmp_path / "clean")
     assert subprocess.run([sys.executable, "-c", APPLY_CHILD, str(clean), str(mul_plan)], cwd=REPO, check=False).returncode == 0
     bypassed = state(clean)
 
@@ -97,7 +97,7 @@ def test_a_crash_at_every_write_of_bypass_and_revert_recovers_to_one_whole_state
                 journal.revert(locate(tree), "mul")
                 assert state(tree) == pristine, f"crash after write {writes}: revert did not restore every byte"
 
-    bypass = outcomes(TARGET_TREE, lambda n, tree: crash_after(n, "-c", APPLY_CHILD, str(tree), str(mul_plan)))
+    bypass = outcomes(target_tree, lambda n, tree: crash_after(n, "-c", APPLY_CHILD, str(tree), str(mul_plan)))
     revert = outcomes(clean, lambda n, tree: crash_after(n, "-m", "codemod", "revert", "mul", "--tree", str(tree)))
 
     # Uncommitted (the log not yet renamed into place) -> untouched; committed -> finished by recover.

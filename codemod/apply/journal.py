@@ -18,10 +18,12 @@ from pathlib import Path
 from codemod.apply import three_way
 
 from codemod.apply import transaction
+from codemod.capture.capture import Capture
+from codemod.model.edits import apply_edits
 from codemod.model.errors import BadInput, VerificationFailed
-from codemod.plan.plan import Plan
+from codemod.plan.plan import OpEntries, Plan, op_entries
 from codemod.apply.transaction import STATE_DIR, Transaction
-from codemod.model.tree import Tree
+from codemod.model.tree import NATIVE_FUNCTIONS, Tree
 
 JOURNAL_DIR = STATE_DIR
 FORMAT = "codemod-journal/3"  # 3: keeps what the bypass wrote, not only its hash
@@ -40,6 +42,7 @@ class Journal:
     overloads: tuple[str, ...]
     files: tuple[JournalFile, ...]
     created_dirs: tuple[str, ...] = ()  # made for created files, deepest first; revert removes them
+    capture: Capture | None = None  # what the bypass was made from, so build and bench measure that (None: older journal)
 
     def to_json(self) -> str:
         return json.dumps(
@@ -49,6 +52,7 @@ class Journal:
                 "overloads": list(self.overloads),
                 "files": [{"path": f.path, "before": _encode(f.before), "after": _encode(f.after)} for f in self.files],
                 "created_dirs": list(self.created_dirs),
+                "capture": None if self.capture is None else json.loads(self.capture.to_json()),
             },
             indent=1,
         )
@@ -63,7 +67,9 @@ class Journal:
                     "revert with the codemod version that wrote it, or restore the files from version control"
                 )
             files = tuple(JournalFile(f["path"], _decode(f["before"]), _decode(f["after"])) for f in raw["files"])
-            return cls(raw["op"], tuple(raw["overloads"]), files, tuple(raw["created_dirs"]))
+            captured = raw.get("capture")
+            capture = None if captured is None else Capture.from_json(json.dumps(captured))
+            return cls(raw["op"], tuple(raw["overloads"]), files, tuple(raw["created_dirs"]), capture)
         except (ValueError, KeyError, TypeError, AttributeError) as error:
             raise BadInput(f"{where}: corrupt journal ({type(error).__name__}: {error}); restore the files from version control")
 
@@ -106,6 +112,24 @@ def changed_since(tree: Tree, journal: Journal) -> list[str]:
     return [f.path for f in journal.files if _current(tree, f.path) != f.after]
 
 
+def recorded_entries(tree: Tree, recorded: Journal, guarded: bool = False) -> OpEntries:
+    """The op's structured groups as they were before the bypass (in the tree they are no longer structured)."""
+    return op_entries(tree, recorded.op, guarded, _native_functions(recorded).before.decode())
+
+
+def is_guarded(tree: Tree, recorded: Journal) -> bool:
+    """Whether the bypass was `--guarded`: its yaml edit is what the guarded planner makes of the recorded yaml."""
+    yaml = _native_functions(recorded)
+    return apply_edits(yaml.before, list(recorded_entries(tree, recorded, guarded=True).yaml_edits)) == yaml.after
+
+
+def _native_functions(recorded: Journal) -> JournalFile:
+    found = next((f for f in recorded.files if f.path == NATIVE_FUNCTIONS and f.before is not None), None)
+    if found is None:
+        raise BadInput(f"{_journal_rel(recorded.op)}: records no {NATIVE_FUNCTIONS}; restore the files from version control")
+    return found
+
+
 def _current(tree: Tree, rel_path: str) -> bytes | None:
     path = tree.path(rel_path)
     return path.read_bytes() if path.is_file() else None
@@ -118,6 +142,7 @@ def apply(tree: Tree, plan: Plan) -> Journal:
         plan.overloads,
         tuple(JournalFile(c.path, c.before, c.after) for c in changes),
         _missing_dirs(tree, [c.path for c in changes if c.before is None]),
+        plan.capture,
     )
     writes = ((_journal_rel(plan.op), journal.to_json().encode()), *((c.path, c.after) for c in changes))
     _refuse_unwritable(tree, [path for path, _ in writes])

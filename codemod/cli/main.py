@@ -5,6 +5,8 @@ Exit codes: 0 ok, 1 verification failed, 2 bad input.
 from __future__ import annotations
 
 import contextlib
+import os
+import shlex
 import sys
 import time
 from pathlib import Path
@@ -14,9 +16,11 @@ import click
 from codemod.measure import bench as bench_step
 from codemod.verify import build as build_step
 from codemod.cli import catalog
+from codemod.cli import pipes
 from codemod.verify import fixed_point
 from codemod.capture import fromtorch
 from codemod.measure import guarded_bench
+from codemod.measure import guarded_ext
 from codemod.apply import journal
 from codemod.apply import lock
 from codemod.apply import patch
@@ -28,7 +32,7 @@ from codemod.cli import explain as explain_step
 from codemod.capture.capture import Capture
 from codemod.model.errors import EXIT_OK, BadInput, CodemodError, VerificationFailed
 from codemod.plan.plan import Plan, make_plan
-from codemod.model.tree import Tree, locate
+from codemod.model.tree import NATIVE_FUNCTIONS, Tree, locate
 from codemod.verify.verify import verify
 
 TREE_OPTION = click.option(
@@ -53,12 +57,30 @@ def _run(action, json_command: str | None = None) -> None:
     sys.exit(EXIT_OK)
 
 
-def _complete_ops(bypassed: bool):
-    """Shell completion of OP from the tree's yaml (--tree if given before OP, else the current directory)."""
+def _completion_tree() -> Tree:
+    """The tree OP is completed from: --tree wherever it is on the line (bash, zsh and fish pass the words after
+    the cursor too: the README puts OP first), else the tree holding the current directory, else the one tree
+    directly below it (`./target_tree` in a clone of codemod)."""
+    words = shlex.split(os.environ.get("COMP_WORDS", ""))
+    given = next((after for word, after in zip(words, words[1:]) if word == "--tree"), None)
+    given = given or next((w.removeprefix("--tree=") for w in words if w.startswith("--tree=")), None)
+    if given:
+        return locate(given)
+    try:
+        return locate(".")
+    except BadInput:
+        below = [d for d in sorted(Path(".").iterdir()) if d.is_dir() and d.joinpath(NATIVE_FUNCTIONS).is_file()]
+        if len(below) != 1:
+            raise
+        return locate(below[0])
 
-    def complete(ctx: click.Context, _param: click.Parameter, incomplete: str) -> list[str]:
+
+def _complete_ops(bypassed: bool):
+    """Shell completion of OP from the tree's yaml (see _completion_tree)."""
+
+    def complete(_ctx: click.Context, _param: click.Parameter, incomplete: str) -> list[str]:
         try:
-            tree = locate(ctx.params.get("tree_root") or ".")
+            tree = _completion_tree()
             names = [j.op for j in journal.bypassed(tree)] if bypassed else [s.op for s in catalog.catalog(tree) if s.bypassable]
         except CodemodError:
             return []
@@ -82,6 +104,7 @@ def main(quiet: bool, verbose: bool) -> None:
     formula and writes its C++ function, method and native API by hand from
     what torchgen generated; `revert OP` restores every byte.
     """
+    pipes.tolerate_readers_leaving()
     progress.set_level(progress.QUIET if quiet else progress.VERBOSE if verbose else progress.NORMAL)
 
 
@@ -129,9 +152,9 @@ def bypass(
             elif dry_run and not as_json:
                 click.echo(diff, nl=False)
             elif not dry_run:
-                if not (no_verify or no_build or plan.guarded):  # before writing: a bypass that does not compile is not applied
+                if not (no_verify or no_build):  # before writing: a bypass that does not compile is not applied
                     with _timed(seconds, "build"):
-                        _build_and_check(tree, op, check=True, verbose=False, captured=plan.capture)
+                        _build_and_check(tree, op, check=True, verbose=False, captured=plan.capture, guarded=plan.guarded)
                 with _timed(seconds, "apply"):
                     journal.apply(tree, plan)
             applied = not (dry_run or check)
@@ -226,12 +249,17 @@ def status(tree_root: Path, as_json: bool) -> None:
 
     def action() -> None:
         tree = locate(tree_root)
-        journals = [(entry, journal.changed_since(tree, entry)) for entry in journal.bypassed(tree)]
+        journals = [
+            (entry, "guarded" if journal.is_guarded(tree, entry) else "plain", journal.changed_since(tree, entry))
+            for entry in journal.bypassed(tree)
+        ]
+        show = _say if as_json else click.echo  # the answer goes to stdout, unless the JSON object does
         if not journals:
-            _say(f"no op is bypassed in {tree.root}")
-        for entry, changed in journals:
+            show(f"no op is bypassed in {tree.root}")
+        for entry, mode, changed in journals:
             state = f"changed since: {', '.join(changed)}" if changed else "matches the journal"
-            _say(f"{entry.op} ({', '.join(entry.overloads)}): {len(entry.files)} files, {state}")
+            command = f"bypass {entry.op}" + (" --guarded" if mode == "guarded" else "")
+            show(f"{entry.op} ({', '.join(entry.overloads)}): {mode} (`{command}`), {len(entry.files)} files, {state}")
         if as_json:
             click.echo(report.dumps(report.status(tree.root, journals)))
 
@@ -333,10 +361,13 @@ def build(op: str, tree_root: Path, no_check: bool, verbose: bool, in_checkout: 
     _run(action)
 
 
-def _build_and_check(tree: Tree, op: str, check: bool, verbose: bool, captured: Capture | None = None) -> None:
-    """Compile the bypass against the installed libtorch; with CHECK, compare it with the dispatcher (exit 1 if not equal)."""
-    with progress.step(f"build: compile {op}'s bypass against the installed libtorch"):
-        built = build_step.build(tree, op, captured)
+def _build_and_check(
+    tree: Tree, op: str, check: bool, verbose: bool, captured: Capture | None = None, guarded: bool = False,
+) -> None:
+    """Compile the bypass (or the GUARDED one, from CAPTURED) against the installed libtorch; with CHECK, compare it
+    with the dispatcher (exit 1 if not equal)."""
+    with progress.step(f"build: compile {op}'s {'guarded ' if guarded else ''}bypass against the installed libtorch"):
+        built = guarded_ext.build(tree, op, captured) if guarded else build_step.build(tree, op, captured)
     how = "cache hit" if built.cached else "compiled"
     _say(f"{op}: {how} in {built.seconds:.2f} s: {built.executable}")
     _say(f"  source: {built.source}")

@@ -24,7 +24,10 @@ from pathlib import Path
 from types import ModuleType
 
 from codemod.plan import guarded as plan_guarded
-from codemod.verify.build import Parameter, _digest, cached_build, capture_for, keep_failed, parameters
+from codemod.verify.build import (
+    Built, GuardedApi, Parameter, _digest, bypassed_or_current, cached_build, compile_source, keep_failed, parameters,
+)
+from codemod.verify.build import render as harness_source
 from codemod.capture.capture import Capture
 from codemod.model.errors import VerificationFailed
 from codemod.plan.plan import op_entries
@@ -81,6 +84,13 @@ def guarded_source(capture: Capture) -> str:
     ])
 
 
+def build(tree: Tree, op: str, capture: Capture) -> Built:
+    """`codemod build`'s harness with the guarded definitions as the bypass path, compiled: the same checks
+    against `at::OP` as the plain bypass passes (build.run_checks), before `bypass --guarded` writes them."""
+    guarded = GuardedApi(guarded_source(capture), ext_namespace(op), METHOD_PREFIX)
+    return compile_source(harness_source(capture, op_entries(tree, op).groups, guarded), name=f"guarded-{op}")
+
+
 def render(capture: Capture, module_name: str) -> str:
     namespace = ext_namespace(capture.op)
     self_param = Parameter("self", "at::Tensor", None)
@@ -116,7 +126,7 @@ def load(tree: Tree, op: str) -> tuple[ModuleType, bool]:
     """The compiled extension of OP's guarded bypass, and whether it came from the cache."""
     import torch  # noqa: F401  (the extension links against the libraries torch loads)
 
-    capture = capture_for(tree, op, op_entries(tree, op, guarded=True))
+    capture = bypassed_or_current(tree, op, guarded=True)[1]
     stem = f"codemod_guarded_{op}"
     key = _digest(render(capture, stem), "\0".join(CFLAGS), importlib.metadata.version("torch"), sys.version)[:16]
     name = f"{stem}_{key}"  # the module's name is in its source, so the key is taken over the source without it
