@@ -186,11 +186,12 @@ def test_missing_tree_file_is_named(tree: Path) -> None:
 
 
 def test_status_follows_bypass_edits_and_revert(tree: Path) -> None:
-    assert "no op is bypassed" in run_codemod("status", "--tree", str(tree)).stderr
+    assert "no op is bypassed" in run_codemod("status", "--tree", str(tree)).stdout
     assert run_codemod("bypass", "mul", "--tree", str(tree), "--no-verify").returncode == 0
-    assert "mul (mul.Tensor, mul_.Tensor, mul.out): 9 files, matches the journal" in run_codemod("status", "--tree", str(tree)).stderr
+    shown = run_codemod("status", "--tree", str(tree)).stdout
+    assert "mul (mul.Tensor, mul_.Tensor, mul.out): plain (`bypass mul`), 9 files, matches the journal" in shown
     ops_cpp = tree / "torch/csrc/jit/runtime/static/ops.cpp"
     ops_cpp.write_text(ops_cpp.read_text() + "// a later edit\n")
-    assert "changed since: torch/csrc/jit/runtime/static/ops.cpp" in run_codemod("status", "--tree", str(tree)).stderr
+    assert "changed since: torch/csrc/jit/runtime/static/ops.cpp" in run_codemod("status", "--tree", str(tree)).stdout
     reverted = run_codemod("revert", "mul", "--tree", str(tree))  # keeps the later edit: see tests/test_safety.py
-    assert reverted.returncode == 0 and "no op is bypassed" in run_codemod("status", "--tree", str(tree)).stderr
+    assert reverted.returncode == 0 and "no op is bypassed" in run_codemod("status", "--tree", str(tree)).stdout

@@ -304,10 +304,17 @@ def pyplot():
 
 
 def plot(op: str, times: list[dict], destination: Path, pyplot) -> None:
-    """A PNG of both paths' median ns/call with their interquartile range as a band, and the ratio of medians,
-    against tensor size; sizes whose ratio is within the noise are marked."""
+    """A PNG of `figure`."""
+    drawn = figure(op, times, pyplot)
+    drawn.savefig(destination, dpi=100)
+    pyplot.close(drawn)
+
+
+def figure(op: str, times: list[dict], pyplot):
+    """Both paths' median ns/call with their interquartile range as a band, and the ratio of medians, against
+    tensor size; sizes whose ratio is within the noise are marked."""
     sizes = [row["numel"] for row in times]
-    figure, (timing, ratio) = pyplot.subplots(2, 1, sharex=True, figsize=(7, 7))
+    drawn, (timing, ratio) = pyplot.subplots(2, 1, sharex=True, figsize=(7, 7))
     for path, label, marker in (("dispatch", f"at::{op} via dispatcher", "o-"), ("bypass", "bypass", "s-")):
         line, = timing.plot(sizes, [row[f"{path}_median_ns"] for row in times], marker, label=label)
         timing.fill_between(
@@ -325,6 +332,5 @@ def plot(op: str, times: list[dict], destination: Path, pyplot) -> None:
     ratio.axhline(1.0, color="grey", linewidth=0.8)
     ratio.set(xscale="log", xlabel="elements", ylabel="dispatcher / bypass")
     ratio.legend()
-    figure.tight_layout()
-    figure.savefig(destination, dpi=100)
-    pyplot.close(figure)
+    drawn.tight_layout()
+    return drawn
