@@ -225,9 +225,9 @@ def test_readme_leads_with_what_it_does_the_set_up_and_the_ten_command_tutorial(
     assert len(intro.splitlines()) <= 3
     tutorial = [line for line in readme_block("## Tutorial") if line.startswith("codemod ")]
     assert len(tutorial) == 10
-    for line in tutorial:  # each is a command codemod accepts
+    for line in tutorial:  # each is a command codemod accepts: an unknown option or command exits 2, even with --help
         command = line.split("#")[0].split()
-        assert subprocess.run([*CODEMOD, *command[1:3], "--help"], capture_output=True, cwd=REPO, env=ENV).returncode == 0, line
+        assert subprocess.run([*CODEMOD, *command[1:], "--help"], capture_output=True, cwd=REPO, env=ENV).returncode == 0, line
     for placeholder in ("Real PyTorch sources (macro kernels, compile-true verification, any signature)",
                         "Many ops at once and the journal's trust rules", "codemod hot"):
         assert placeholder in README
