@@ -2,9 +2,9 @@
 
 `codemod bypass OP --guarded` writes the guard into Functions.h and the guarded
 `at::OP`, `at::OP_out`, `Tensor::OP`, `Tensor::OP_` into the templates. This module
-renders exactly that text (`plan_guarded.guard` and `guarded_definition`, one source
-of truth) into its own namespace, since the installed libtorch already defines those
-names, and exposes it to Python:
+renders that text (`plan_guarded.guard` and `guarded_definition`, one source of truth;
+the tree's copy is only laid out by clang-format) into its own namespace, since the
+installed libtorch already defines those names, and exposes it to Python:
 
 - the functions under their own names: `ext.mul(a, b)`, `ext.mul_out(out, a, b)`, ...;
 - each method as a free function taking `self`: `ext.method_mul_(a, b)` is `a.mul_(b)`;
@@ -13,6 +13,9 @@ names, and exposes it to Python:
 Built with torch.utils.cpp_extension (ninja, the installed torch's flags and pybind11),
 cached under `cpp_ext/build/` by the hash of source + flags + torch and Python versions;
 a cache hit only imports the shared library.
+
+`build` puts the same definitions in `codemod build`'s harness in place of the plain
+bypass: the gate `bypass OP --guarded` passes before it writes anything.
 """
 from __future__ import annotations
 
