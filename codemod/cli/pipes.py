@@ -39,9 +39,13 @@ def tolerate_readers_leaving() -> None:
     """Replace sys.stdout and sys.stderr by equivalent streams whose writes never fail on a closed pipe."""
     for name in ("stdout", "stderr"):
         stream = getattr(sys, name)
+        try:
+            descriptor = stream.fileno()
+        except (AttributeError, OSError):  # not a file descriptor (click's test runner, an embedding): left alone
+            continue
         stream.flush()
         setattr(sys, name, io.TextIOWrapper(
-            io.BufferedWriter(_ReaderMayLeave(stream.fileno())),
+            io.BufferedWriter(_ReaderMayLeave(descriptor)),
             encoding=stream.encoding, errors=stream.errors, line_buffering=stream.line_buffering,
             write_through=stream.write_through,
         ))
