@@ -27,7 +27,7 @@ def test_guarded_bypass_adds_the_key_keeps_the_kernels_and_reverts(tree: Path, o
     after = snapshot(tree)
     assert {path for path in after if after[path] != pristine.get(path)} == {
         NATIVE_FUNCTIONS, *(f"aten/src/ATen/templates/{name}" for name in ("Functions.h", "Functions.cpp", "TensorBody.h", "TensorMethods.cpp"))
-    } | {".codemod/" + op + ".json"}
+    } | {".codemod/" + op + ".json", ".codemod/.gitignore"}
     assert all(after[path] == pristine[path] for path in GENERATED_ELSEWHERE)
 
     # the yaml gains one `manual_cpp_binding: True` line per member, inside that member, and loses nothing
