@@ -21,7 +21,7 @@ from codemod.plan import cpp as plan_cpp
 from codemod.model.errors import VerificationFailed
 from codemod.plan.plan import op_entries
 from codemod.model.tree import locate
-from tests.conftest import OUTPUT_SCHEMA, TARGET_TREE, run_codemod
+from tests.conftest import OUTPUT_SCHEMA, run_codemod
 
 
 @pytest.fixture(scope="module")
@@ -38,14 +38,14 @@ def cache(tmp_path_factory: pytest.TempPathFactory):
 
 
 @pytest.fixture(scope="module")
-def built(cache: Path) -> build.Built:
-    result = build.build(locate(TARGET_TREE), "mul")
+def built(cache: Path, target_tree: Path) -> build.Built:
+    result = build.build(locate(target_tree), "mul")
     assert not result.cached
     return result
 
 
-def test_extension_holds_the_bypass_scaffolding_verbatim_in_its_own_namespace(built: build.Built) -> None:
-    tree = locate(TARGET_TREE)
+def test_extension_holds_the_bypass_scaffolding_verbatim_in_its_own_namespace(built: build.Built, target_tree: Path) -> None:
+    tree = locate(target_tree)
     capture = build.capture_for(tree, "mul", op_entries(tree, "mul"))
     source = built.source.read_text()
     assert plan_cpp.scaffolding(capture) in source
@@ -67,8 +67,8 @@ def test_bypass_agrees_with_the_dispatcher(built: build.Built) -> None:
     assert "alpha" not in checked.output  # mul has no extra arguments
 
 
-def test_harness_passes_extra_arguments_from_the_captured_signatures() -> None:
-    tree = locate(TARGET_TREE)
+def test_harness_passes_extra_arguments_from_the_captured_signatures(target_tree: Path) -> None:
+    tree = locate(target_tree)
     sub, div = (op_entries(tree, op) for op in ("sub", "div"))
     (group,) = sub.groups
     calls = build.harness_group(build.capture_for(tree, "sub", sub), group)
@@ -86,8 +86,8 @@ def test_harness_passes_extra_arguments_from_the_captured_signatures() -> None:
 
 
 @pytest.mark.parametrize("op", ["sub", "add"])  # add: the ufunc-generated kernel (structured_ufunc_add_CPU)
-def test_ops_with_alpha_agree_with_the_dispatcher(cache: Path, op: str) -> None:
-    checked = build.run_checks(build.build(locate(TARGET_TREE), op).executable)
+def test_ops_with_alpha_agree_with_the_dispatcher(cache: Path, op: str, target_tree: Path) -> None:
+    checked = build.run_checks(build.build(locate(target_tree), op).executable)
     assert checked.ok, checked.output
     for variant in ("", ", alpha=2", ", alpha=0.5"):
         for form in ("functional", "out= (resized)", "in-place"):
@@ -96,8 +96,8 @@ def test_ops_with_alpha_agree_with_the_dispatcher(cache: Path, op: str) -> None:
     assert "int64 [3,4], alpha=0.5 functional  (both raise: For integral input tensors, argument alpha" in checked.output
 
 
-def test_div_agrees_with_the_dispatcher_in_both_groups(cache: Path) -> None:
-    checked = build.run_checks(build.build(locate(TARGET_TREE), "div").executable)
+def test_div_agrees_with_the_dispatcher_in_both_groups(cache: Path, target_tree: Path) -> None:
+    checked = build.run_checks(build.build(locate(target_tree), "div").executable)
     assert checked.ok, checked.output
     # bool / bool divides 0 by 0 somewhere: NaN on both paths counts as equal
     assert "ok   bool [3,4] functional  (Float[3, 4]" in checked.output
@@ -142,9 +142,9 @@ def test_short_names_drop_templates_parameters_and_return_types() -> None:
     assert bench.short_name("c10::TensorImpl::requires_grad() const") == "c10::TensorImpl::requires_grad"
 
 
-def test_second_build_is_a_cache_hit_under_a_second(built: build.Built) -> None:
+def test_second_build_is_a_cache_hit_under_a_second(built: build.Built, target_tree: Path) -> None:
     started = time.perf_counter()
-    again = build.build(locate(TARGET_TREE), "mul")
+    again = build.build(locate(target_tree), "mul")
     elapsed = time.perf_counter() - started
     assert again.cached and again.executable == built.executable
     assert elapsed < 1.0, f"cache hit took {elapsed:.2f} s"
@@ -157,8 +157,8 @@ def test_compile_error_is_a_verification_failure_with_the_compilers_message(cach
     assert raised.value.exit_code == 1
 
 
-def test_compile_error_in_the_scaffolding_names_the_line_the_bypass_splices(cache: Path, tree: Path) -> None:
-    target = locate(TARGET_TREE)
+def test_compile_error_in_the_scaffolding_names_the_line_the_bypass_splices(cache: Path, tree: Path, target_tree: Path) -> None:
+    target = locate(target_tree)
     entries = op_entries(target, "mul")
     capture = build.capture_for(target, "mul", entries)
     source = build.render(capture, entries.groups).source
@@ -176,12 +176,12 @@ def test_compile_error_in_the_scaffolding_names_the_line_the_bypass_splices(cach
     assert (tree / path).read_text().splitlines()[int(line) - 1].strip() == "op.meta(self, other);"
 
 
-def test_cli_build_and_bench_json(built: build.Built) -> None:
-    result = run_codemod("build", "mul", "--tree", str(TARGET_TREE))
+def test_cli_build_and_bench_json(built: build.Built, target_tree: Path) -> None:
+    result = run_codemod("build", "mul", "--tree", str(target_tree))
     assert result.returncode == 0, result.stderr
     assert "cache hit" in result.stderr and "0 failed" in result.stderr
 
-    result = run_codemod("bench", "mul", "--tree", str(TARGET_TREE), "--json", "--no-callgrind", "--size", "2")
+    result = run_codemod("bench", "mul", "--tree", str(target_tree), "--json", "--no-callgrind", "--size", "2")
     assert result.returncode == 0, result.stderr
     report = json.loads(result.stdout)
     OUTPUT_SCHEMA.validate(report)
@@ -201,10 +201,10 @@ def test_cli_build_on_a_checkout_prints_how_to_build_the_checkout(built: build.B
     assert f"cd {tree} && REL_WITH_DEB_INFO=1 USE_PER_OPERATOR_HEADERS=0" in result.stderr
 
 
-def test_cli_bench_plot_writes_a_png(built: build.Built, tmp_path: Path) -> None:
+def test_cli_bench_plot_writes_a_png(built: build.Built, tmp_path: Path, target_tree: Path) -> None:
     pytest.importorskip("matplotlib")  # the `plot` extra
     png = tmp_path / "mul.png"
-    result = run_codemod("bench", "mul", "--tree", str(TARGET_TREE), "--no-callgrind", "--size", "2", "--size", "4096",
+    result = run_codemod("bench", "mul", "--tree", str(target_tree), "--no-callgrind", "--size", "2", "--size", "4096",
                          "--plot", str(png))
     assert result.returncode == 0, result.stderr
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

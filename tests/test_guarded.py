@@ -9,7 +9,7 @@ import pytest
 
 from codemod.model import native_yaml
 from codemod.model.tree import NATIVE_FUNCTIONS
-from tests.conftest import OUTPUT_SCHEMA, TARGET_TREE, run_codemod, snapshot
+from tests.conftest import OUTPUT_SCHEMA, run_codemod, snapshot
 
 GENERATED_ELSEWHERE = ("aten/src/ATen/native/BinaryOps.cpp", "tools/autograd/derivatives.yaml", "torch/csrc/jit/runtime/static/ops.cpp")
 
@@ -27,7 +27,7 @@ def test_guarded_bypass_adds_the_key_keeps_the_kernels_and_reverts(tree: Path, o
     after = snapshot(tree)
     assert {path for path in after if after[path] != pristine.get(path)} == {
         NATIVE_FUNCTIONS, *(f"aten/src/ATen/templates/{name}" for name in ("Functions.h", "Functions.cpp", "TensorBody.h", "TensorMethods.cpp"))
-    } | {".codemod/" + op + ".json"}
+    } | {".codemod/" + op + ".json", ".codemod/.gitignore"}
     assert all(after[path] == pristine[path] for path in GENERATED_ELSEWHERE)
 
     # the yaml gains one `manual_cpp_binding: True` line per member, inside that member, and loses nothing
@@ -55,9 +55,9 @@ def test_guarded_bypass_is_a_fixed_point(tree: Path) -> None:
     assert check.returncode == 0, check.stderr
 
 
-def test_bench_guarded_times_three_paths_in_one_process() -> None:
+def test_bench_guarded_times_three_paths_in_one_process(target_tree: Path) -> None:
     """The figures are not asserted (timings); what is: the three paths ran and the JSON follows the schema."""
-    result = run_codemod("bench", "mul", "--tree", str(TARGET_TREE), "--guarded", "--json", "--no-callgrind", "--size", "2")
+    result = run_codemod("bench", "mul", "--tree", str(target_tree), "--guarded", "--json", "--no-callgrind", "--size", "2")
     assert result.returncode == 0, result.stderr
     report = json.loads(result.stdout)
     OUTPUT_SCHEMA.validate(report)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 import torch
@@ -16,17 +17,16 @@ from torch.utils._pytree import tree_map
 
 from codemod.measure import guarded_ext
 from codemod.model.tree import locate
-from tests.conftest import TARGET_TREE
 
 
 @pytest.fixture(scope="module")
-def mul():
-    return guarded_ext.load(locate(TARGET_TREE), "mul")[0]
+def mul(target_tree: Path):
+    return guarded_ext.load(locate(target_tree), "mul")[0]
 
 
 @pytest.fixture(scope="module")
-def add():
-    return guarded_ext.load(locate(TARGET_TREE), "add")[0]
+def add(target_tree: Path):
+    return guarded_ext.load(locate(target_tree), "add")[0]
 
 
 def sample(shape: tuple[int, ...], dtype: torch.dtype = torch.float32) -> torch.Tensor:
@@ -264,9 +264,9 @@ def test_in_place_on_an_inference_tensor_outside_inference_mode_raises_as_torch(
     assert torch.equal(results["guarded"][1], results["torch"][1])
 
 
-def test_unchanged_op_loads_from_the_cache_under_a_second(mul) -> None:
+def test_unchanged_op_loads_from_the_cache_under_a_second(mul, target_tree: Path) -> None:
     started = time.perf_counter()
-    again, cached = guarded_ext.load(locate(TARGET_TREE), "mul")
+    again, cached = guarded_ext.load(locate(target_tree), "mul")
     assert cached and again is mul
     assert time.perf_counter() - started < 1.0
 

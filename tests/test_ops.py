@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import TARGET_TREE, run_codemod
+from tests.conftest import run_codemod
 
 
 def ops_json(tree: Path) -> dict[str, dict]:
@@ -39,9 +39,9 @@ def test_a_bypassed_op_is_listed_as_such(tree: Path) -> None:
 
 
 @pytest.fixture(scope="module")
-def real_tree(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def real_tree(tmp_path_factory: pytest.TempPathFactory, target_tree: Path) -> Path:
     dest = tmp_path_factory.mktemp("ops") / "tree"
-    made = run_codemod("tree", "from-torch", str(dest), "--sources", str(TARGET_TREE))
+    made = run_codemod("tree", "from-torch", str(dest), "--sources", str(target_tree))
     assert made.returncode == 0, made.stderr
     assert (dest / "torchgen/gen.py").is_file() and (dest / "tools/autograd/gen_autograd.py").is_file()
     return dest

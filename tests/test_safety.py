@@ -29,7 +29,7 @@ from codemod.apply import transaction
 from codemod.apply.lock import LOCK_FILE
 from codemod.plan.plan import FileChange, make_plan
 from codemod.model.tree import NATIVE_FUNCTIONS, NATIVE_SOURCES, TEMPLATES, locate
-from tests.conftest import REPO, TARGET_TREE, run_codemod, snapshot
+from tests.conftest import REPO, run_codemod, snapshot
 
 BINARY_OPS = f"{NATIVE_SOURCES}/BinaryOps.cpp"
 OPS_CPP = "torch/csrc/jit/runtime/static/ops.cpp"
@@ -65,17 +65,17 @@ def crash_after(writes: int, *command: str) -> subprocess.CompletedProcess[str]:
 
 
 @pytest.fixture(scope="module")
-def mul_plan(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def mul_plan(tmp_path_factory: pytest.TempPathFactory, target_tree: Path) -> Path:
     """mul's plan on target_tree/, planned once and pickled for the crash children."""
     where = tmp_path_factory.mktemp("plan")
-    plan = make_plan(locate(copy_of(TARGET_TREE, where / "tree")), "mul")
+    plan = make_plan(locate(copy_of(target_tree, where / "tree")), "mul")
     (where / "mul.plan").write_bytes(pickle.dumps(plan))
     return where / "mul.plan"
 
 
-def test_a_crash_at_every_write_of_bypass_and_revert_recovers_to_one_whole_state(mul_plan: Path, tmp_path: Path) -> None:
-    pristine = state(TARGET_TREE)
-    clean = copy_of(TARGET_TREE, tmp_path / "clean")
+def test_a_crash_at_every_write_of_bypass_and_revert_recovers_to_one_whole_state(mul_plan: Path, tmp_path: Path, target_tree: Path) -> None:
+    pristine = state(target_tree)
+    clean = copy_of(target_tree, tmp_path / "clean")
     assert subprocess.run([sys.executable, "-c", APPLY_CHILD, str(clean), str(mul_plan)], cwd=REPO, check=False).returncode == 0
     bypassed = state(clean)
 
@@ -97,7 +97,7 @@ def test_a_crash_at_every_write_of_bypass_and_revert_recovers_to_one_whole_state
                 journal.revert(locate(tree), ["mul"])
                 assert state(tree) == pristine, f"crash after write {writes}: revert did not restore every byte"
 
-    bypass = outcomes(TARGET_TREE, lambda n, tree: crash_after(n, "-c", APPLY_CHILD, str(tree), str(mul_plan)))
+    bypass = outcomes(target_tree, lambda n, tree: crash_after(n, "-c", APPLY_CHILD, str(tree), str(mul_plan)))
     revert = outcomes(clean, lambda n, tree: crash_after(n, "-m", "codemod", "revert", "mul", "--tree", str(tree)))
 
     # Uncommitted (the log not yet renamed into place) -> untouched; committed -> finished by recover.
@@ -118,7 +118,7 @@ def test_an_interrupted_bypass_blocks_other_commands_until_recovered(mul_plan: P
     recovered = run_codemod("recover", "--tree", str(tree))
     assert "recovered: finished `codemod bypass mul`" in recovered.stderr
     assert not (tree / LOCK_FILE).exists()
-    assert "matches the journal" in run_codemod("status", "--tree", str(tree)).stderr
+    assert "matches the journal" in run_codemod("status", "--tree", str(tree)).stdout
 
 
 def test_a_second_process_is_refused_while_the_first_holds_the_lock(tree: Path) -> None:
@@ -137,7 +137,7 @@ def test_a_second_process_is_refused_while_the_first_holds_the_lock(tree: Path) 
     assert second.returncode == 2
     assert f"{lock}: another codemod (pid {first.pid}) is changing this tree" in second.stderr
     assert not lock.exists()
-    assert "mul (mul.Tensor, mul_.Tensor, mul.out): 9 files, matches the journal" in run_codemod("status", "--tree", str(tree)).stderr
+    assert "mul (mul.Tensor, mul_.Tensor, mul.out): plain (`bypass mul`), 9 files, matches the journal" in run_codemod("status", "--tree", str(tree)).stdout
 
 
 def test_a_stale_lock_of_a_dead_process_is_taken_over(tree: Path) -> None:

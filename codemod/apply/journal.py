@@ -26,10 +26,11 @@ from pathlib import Path
 from codemod.apply import rebase, transaction
 from codemod.apply.lock import LOCK_FILE
 from codemod.apply.transaction import STATE_DIR, Transaction
+from codemod.capture.capture import Capture
 from codemod.model import op_name
 from codemod.model.errors import BadInput, VerificationFailed
-from codemod.model.tree import Tree, inside
-from codemod.plan.plan import Plan
+from codemod.model.tree import NATIVE_FUNCTIONS, Tree, inside
+from codemod.plan.plan import OpEntries, Plan, op_entries
 
 JOURNAL_DIR = STATE_DIR
 FORMAT = "codemod-journal/4"  # 4: the mode, the bypass order and a content hash; revert rewrites later ops' journals
@@ -53,6 +54,7 @@ class Journal:
     created_dirs: tuple[str, ...] = ()  # made for created files, deepest first; revert removes them
     mode: str = "plain"  # or "guarded"
     sequence: int = 0  # the order ops were bypassed in: a file's history runs through its journals in this order
+    capture: Capture | None = None  # what the bypass was made from, so build and bench measure that
 
     def file(self, path: str) -> JournalFile | None:
         return next((f for f in self.files if f.path == path), None)
@@ -66,6 +68,7 @@ class Journal:
             "overloads": list(self.overloads),
             "files": [{"path": f.path, "before": _encode(f.before), "after": _encode(f.after)} for f in self.files],
             "created_dirs": list(self.created_dirs),
+            "capture": None if self.capture is None else json.loads(self.capture.to_json()),
         }
 
     def to_json(self) -> str:
@@ -86,7 +89,9 @@ class Journal:
             if recorded != _digest(raw):
                 raise BadInput(f"{where}: the journal does not match its sha256 (edited by hand?); restore the files from version control")
             files = tuple(JournalFile(f["path"], _decode(f["before"]), _decode(f["after"])) for f in raw["files"])
-            journal = cls(raw["op"], tuple(raw["overloads"]), files, tuple(raw["created_dirs"]), raw["mode"], raw["sequence"])
+            captured = raw["capture"]
+            capture = None if captured is None else Capture.from_json(json.dumps(captured))
+            journal = cls(raw["op"], tuple(raw["overloads"]), files, tuple(raw["created_dirs"]), raw["mode"], raw["sequence"], capture)
         except (ValueError, KeyError, TypeError, AttributeError) as error:
             raise BadInput(f"{where}: corrupt journal ({type(error).__name__}: {error}); restore the files from version control")
         journal._check(where)
@@ -159,6 +164,18 @@ def _last_written(entry: JournalFile, journal: Journal, journals: list[Journal])
     return later[-1].after if later else entry.after
 
 
+def recorded_entries(tree: Tree, recorded: Journal, guarded: bool = False) -> OpEntries:
+    """The op's structured groups as they were before the bypass (in the tree they are no longer structured)."""
+    return op_entries(tree, recorded.op, guarded, _native_functions(recorded).before.decode())
+
+
+def _native_functions(recorded: Journal) -> JournalFile:
+    found = next((f for f in recorded.files if f.path == NATIVE_FUNCTIONS and f.before is not None), None)
+    if found is None:
+        raise BadInput(f"{_journal_rel(recorded.op)}: records no {NATIVE_FUNCTIONS}; restore the files from version control")
+    return found
+
+
 def _current(tree: Tree, rel_path: str) -> bytes | None:
     path = inside(tree.root, rel_path, "a journal entry")
     return path.read_bytes() if path.is_file() else None
@@ -175,7 +192,7 @@ def apply(tree: Tree, plans: list[Plan]) -> list[Journal]:
         sequence += 1
         journal = Journal(
             plan.op, plan.overloads, tuple(JournalFile(c.path, c.before, c.after) for c in changes), tuple(created),
-            "guarded" if plan.guarded else "plain", sequence,
+            "guarded" if plan.guarded else "plain", sequence, plan.capture,
         )
         journals.append(journal)
         writes.append((_journal_rel(plan.op), journal.to_json().encode()))

@@ -27,6 +27,8 @@ from codemod.model.tree import inside
 
 STATE_DIR = ".codemod"
 LOG = f"{STATE_DIR}/transaction"
+# Written into STATE_DIR when it is made, so `git status` in a checkout does not list the tool's own state.
+STATE_GITIGNORE = f"{STATE_DIR}/.gitignore"
 FORMAT = "codemod-transaction/1"
 CRASH_ENV = "CODEMOD_CRASH_AFTER_WRITES"
 CRASH_EXIT = 86  # what a crashed test run exits with, so a test can tell it from an error
@@ -70,6 +72,8 @@ class Transaction:
 def run(root: Path, transaction: Transaction) -> None:
     refuse_if_interrupted(root)
     try:
+        if not (root / STATE_GITIGNORE).exists():
+            write_file(root / STATE_GITIGNORE, b"*\n")
         write_file(root / LOG, transaction.to_json().encode())  # the commit point
     except OSError as error:
         _rmdir_if_empty(root / STATE_DIR)
@@ -114,7 +118,7 @@ def recover(root: Path) -> Transaction | None:
     log = _log(root)
     _unlink(_temporary(log))
     if not log.exists():
-        _rmdir_if_empty(log.parent)
+        _remove_state_dir_if_unused(root)
         return None
     transaction = Transaction.from_json(log, log.read_text())
     _replay_or_explain(root, transaction)
@@ -138,7 +142,7 @@ def _replay(root: Path, transaction: Transaction) -> None:
     for directory in transaction.remove_dirs:
         _rmdir_if_empty(inside(root, directory, where))
     _unlink(root / LOG)
-    _rmdir_if_empty(root / STATE_DIR)
+    _remove_state_dir_if_unused(root)
 
 
 def write_file(target: Path, data: bytes) -> None:
@@ -184,6 +188,15 @@ def _rmdir_if_empty(directory: Path) -> None:
     if directory.is_dir() and not any(directory.iterdir()):
         directory.rmdir()
         _mutated()
+
+
+def _remove_state_dir_if_unused(root: Path) -> None:
+    """Remove STATE_DIR when it holds nothing but its .gitignore (no journal, no log)."""
+    state, own = root / STATE_DIR, (_temporary(root / STATE_GITIGNORE), root / STATE_GITIGNORE)  # a crash may leave the first
+    if state.is_dir() and {p.name for p in state.iterdir()} <= {p.name for p in own}:
+        for path in own:
+            _unlink(path)
+        _rmdir_if_empty(state)
 
 
 def _sync_dir(directory: Path) -> None:

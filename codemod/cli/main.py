@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
+import shlex
 import sys
 import time
 from pathlib import Path
@@ -15,9 +17,11 @@ import click
 from codemod.measure import bench as bench_step
 from codemod.verify import build as build_step
 from codemod.cli import catalog
+from codemod.cli import pipes
 from codemod.verify import fixed_point
 from codemod.capture import fromtorch
 from codemod.measure import guarded_bench
+from codemod.measure import guarded_ext
 from codemod.measure import hot as hot_step
 from codemod.apply import journal
 from codemod.apply import lock
@@ -30,10 +34,9 @@ from codemod.cli import explain as explain_step
 from codemod.capture.capture import Capture
 from codemod.model.errors import EXIT_OK, BadInput, CodemodError, VerificationFailed
 from codemod.plan.plan import Plan, combined_changes, make_plan
-from codemod.model.tree import Tree, locate
+from codemod.model.tree import NATIVE_FUNCTIONS, Tree, locate
 from codemod.verify.verify import verify
 from codemod.verify import bypass_ext
-from codemod.plan.plan import op_entries
 from concurrent.futures import ThreadPoolExecutor
 
 TREE_OPTION = click.option(
@@ -64,12 +67,30 @@ def _run(action, json_command: str | None = None, finishes_transactions: bool = 
     sys.exit(EXIT_OK)
 
 
-def _complete_ops(bypassed: bool):
-    """Shell completion of OP from the tree's yaml (--tree if given before OP, else the current directory)."""
+def _completion_tree() -> Tree:
+    """The tree OP is completed from: --tree wherever it is on the line (bash, zsh and fish pass the words after
+    the cursor too: the README puts OP first), else the tree holding the current directory, else the one tree
+    directly below it (`./target_tree` in a clone of codemod)."""
+    words = shlex.split(os.environ.get("COMP_WORDS", ""))
+    given = next((after for word, after in zip(words, words[1:]) if word == "--tree"), None)
+    given = given or next((w.removeprefix("--tree=") for w in words if w.startswith("--tree=")), None)
+    if given:
+        return locate(given)
+    try:
+        return locate(".")
+    except BadInput:
+        below = [d for d in sorted(Path(".").iterdir()) if d.is_dir() and d.joinpath(NATIVE_FUNCTIONS).is_file()]
+        if len(below) != 1:
+            raise
+        return locate(below[0])
 
-    def complete(ctx: click.Context, _param: click.Parameter, incomplete: str) -> list[str]:
+
+def _complete_ops(bypassed: bool):
+    """Shell completion of OP from the tree's yaml (see _completion_tree)."""
+
+    def complete(_ctx: click.Context, _param: click.Parameter, incomplete: str) -> list[str]:
         try:
-            tree = locate(ctx.params.get("tree_root") or ".")
+            tree = _completion_tree()
             names = [j.op for j in journal.bypassed(tree)] if bypassed else [s.op for s in catalog.catalog(tree) if s.bypassable]
         except CodemodError:
             return []
@@ -104,6 +125,7 @@ def main(quiet: bool, verbose: bool) -> None:
     formula and writes its C++ function, method and native API by hand from
     what torchgen generated; `revert OP` restores every byte.
     """
+    pipes.tolerate_readers_leaving()
     progress.set_level(progress.QUIET if quiet else progress.VERBOSE if verbose else progress.NORMAL)
 
 
@@ -157,7 +179,7 @@ def bypass(
                     return
             diff = patch.render(combined_changes(plans))
             if patch_file is not None:
-                _write_patch(patch_file, diff, op)
+                _write_patch(patch_file, diff, ' '.join(ops))
             verified: list[str] = []
             unchecked: list[str] = []
             if check:
@@ -165,10 +187,10 @@ def bypass(
             elif dry_run and not as_json:
                 click.echo(diff, nl=False)
             elif not dry_run:
-                if not (no_verify or no_build or guarded):  # before writing: a bypass that does not compile is not applied
+                if not (no_verify or no_build):  # before writing: a bypass that does not compile is not applied
                     with _timed(seconds, "build"):
                         for plan in plans:
-                            _build_and_check(tree, plan.op, check=True, verbose=False, captured=plan.capture)
+                            _build_and_check(tree, plan.op, check=True, verbose=False, captured=plan.capture, guarded=plan.guarded)
                 with _timed(seconds, "apply"):
                     journal.apply(tree, plans)
             applied = not (dry_run or check)
@@ -359,15 +381,17 @@ def status(tree_root: Path, as_json: bool) -> None:
     def action() -> None:
         tree = locate(tree_root)
         everything = journal.bypassed(tree)
-        journals = [(entry, journal.changed_since(tree, entry, everything)) for entry in everything]
+        journals = [(entry, entry.mode, journal.changed_since(tree, entry, everything)) for entry in everything]
         unrecorded = {op: where for op, where in unjournaled.markers(tree).items() if op not in {j.op for j in everything}}
+        show = _say if as_json else click.echo  # the answer goes to stdout, unless the JSON object does
         if not journals and not unrecorded:
-            _say(f"no op is bypassed in {tree.root}")
+            show(f"no op is bypassed in {tree.root}")
         for op, where in unrecorded.items():
-            _say(unjournaled.how_to_undo(tree, op, where))
-        for entry, changed in journals:
+            show(unjournaled.how_to_undo(tree, op, where))
+        for entry, mode, changed in journals:
             state = f"changed since: {', '.join(changed)}" if changed else "matches the journal"
-            _say(f"{entry.op} ({', '.join(entry.overloads)}): {len(entry.files)} files, {state}")
+            command = f"bypass {entry.op}" + (" --guarded" if mode == "guarded" else "")
+            show(f"{entry.op} ({', '.join(entry.overloads)}): {mode} (`{command}`), {len(entry.files)} files, {state}")
         if as_json:
             click.echo(report.dumps(report.status(tree.root, journals)))
 
@@ -482,18 +506,23 @@ def build(op: str, tree_root: Path, no_check: bool, verbose: bool, in_checkout: 
     _run(action)
 
 
-def _build_and_check(tree: Tree, op: str, check: bool, verbose: bool, captured: Capture | None = None) -> None:
-    """Compile the bypass against the installed libtorch, as a harness and as a Python extension (both at once);
-    with CHECK, compare it with the dispatcher: C++ checks for a (self, other) op, OpInfo samples for every op
-    (exit 1 if they disagree)."""
-    from codemod.verify import opinfo_check  # imports torch (seconds): only when checking
-
-    with progress.step(f"build: compile {op}'s bypass against the installed libtorch (harness and Python extension)"):
-        capture = captured or build_step.capture_for(tree, op, op_entries(tree, op))
-        with ThreadPoolExecutor(max_workers=2) as pool:  # two compilers, two cores
-            harness = pool.submit(build_step.build, tree, op, capture)
-            extension = pool.submit(bypass_ext.load, tree, [op], {op: capture})
-            built, (module, _) = harness.result(), extension.result()
+def _build_and_check(
+    tree: Tree, op: str, check: bool, verbose: bool, captured: Capture | None = None, guarded: bool = False,
+) -> None:
+    """Compile the bypass (or the GUARDED one) against the installed libtorch, as a harness and, plain, as a Python
+    extension (both at once); with CHECK, compare it with the dispatcher: C++ checks for a (self, other) op, OpInfo
+    samples for every op of a plain bypass (exit 1 if they disagree). CAPTURED: the plan's capture; without it,
+    the tree's, or once OP is bypassed the one its journal recorded."""
+    what = "guarded bypass against the installed libtorch (harness)" if guarded else "bypass against the installed libtorch (harness and Python extension)"
+    with progress.step(f"build: compile {op}'s {what}"):
+        if guarded:
+            built, module = guarded_ext.build(tree, op, captured or build_step.bypassed_or_current(tree, op, guarded=True)[1]), None
+        else:
+            capture = captured or build_step.bypassed_or_current(tree, op)[1]
+            with ThreadPoolExecutor(max_workers=2) as pool:  # two compilers, two cores
+                harness = pool.submit(build_step.build, tree, op, captured)
+                extension = pool.submit(bypass_ext.load, tree, [op], {op: capture})
+                built, (module, _) = harness.result(), extension.result()
     how = "cache hit" if built.cached else "compiled"
     _say(f"{op}: {how} in {built.seconds:.2f} s: {built.executable}")
     _say(f"  source: {built.source}")
@@ -508,6 +537,12 @@ def _build_and_check(tree: Tree, op: str, check: bool, verbose: bool, captured: 
                 _say(f"  {line}")
         if not checked.ok:
             raise VerificationFailed(f"{op}: the bypass disagrees with the dispatcher ({checked.failed} checks failed)")
+    if module is None:
+        if not built.cpp_checks:
+            _say(f"  {op}: the guarded bypass compiles; no C++ checks for this signature (its fast path calls libtorch's own at::cpu:: kernel)")
+        return
+    from codemod.verify import opinfo_check  # imports torch (seconds): only when checking
+
     report = opinfo_check.check_op(tree, op, capture, module)
     _say(f"  {report.summary()}")
     for failure in report.failures[:10]:

@@ -55,13 +55,14 @@ def revert(op: str, reverted: list[RevertedFile]) -> dict:
     }
 
 
-def status(tree_root: Path, bypassed: list[tuple[Journal, list[str]]]) -> dict:
+def status(tree_root: Path, bypassed: list[tuple[Journal, str, list[str]]]) -> dict:
+    """BYPASSED: each journal, its mode (plain or guarded) and the files changed since."""
     return {
         "command": "status",
         "tree": str(tree_root),
         "bypassed": [
-            {"op": j.op, "overloads": list(j.overloads), "files": [f.path for f in j.files], "changed_since": changed}
-            for j, changed in bypassed
+            {"op": j.op, "overloads": list(j.overloads), "mode": mode, "files": [f.path for f in j.files], "changed_since": changed}
+            for j, mode, changed in bypassed
         ],
     }
 

@@ -1,8 +1,10 @@
 """Time the dispatcher path against the bypass path, both in one process, and count instructions.
 
 Wall time: the harness alternates rounds of `at::OP(a, b)` and the bypass forward
-(`codemod_ext_OP::OP(a, b)`) in one process and reports each path's best and median
-round in ns/call; the best round is the figure least disturbed by a shared machine.
+(`codemod_ext_OP::OP(a, b)`) in one process and reports every round in ns/call; bench shows each
+path's median and interquartile range (the spread torch.utils.benchmark reports), the ratio of medians,
+and flags a size where the two ranges overlap (the ratio is within the noise); the best round is the
+figure least disturbed by a shared machine.
 Instructions: callgrind runs the harness doing N1 and N2 calls of one path; the
 difference over N2 - N1 cancels start-up and first-call initialisation. Callgrind's
 call graph of the N2 runs gives each path's call path down to the kernel both share,
@@ -14,6 +16,7 @@ from __future__ import annotations
 
 import re
 import shutil
+import statistics
 import subprocess
 import tempfile
 from collections import Counter, defaultdict
@@ -32,10 +35,25 @@ _TOTALS = re.compile(r"^totals:\s*(\d+)", re.MULTILINE)
 _NAMED = re.compile(r"^(c?fn)=\((\d+)\)(?: (.*))?$")
 
 
+# torch.utils.benchmark's warning threshold: an interquartile range above this share of the median
+# "suggests significant environmental influence".
+NOISY_IQR = 0.10
+
+
 def wall_times(executable: Path, sizes: tuple[int, ...] = SIZES) -> list[dict]:
+    """Per size, each path's best round, median and interquartile range (torch.utils.benchmark's spread:
+    25th and 75th percentiles, linear interpolation), and the ratio of medians; `within_noise` when the paths'
+    interquartile ranges overlap: at that size the ratio says nothing."""
     rows = run_json_lines([str(executable), "time", *map(str, sizes)])
     for row in rows:
         row["ratio"] = row["dispatch_ns"] / row["bypass_ns"] if row["bypass_ns"] else None
+        for path in PATHS:
+            q1, median, q3 = statistics.quantiles(row[f"{path}_rounds_ns"], n=4, method="inclusive")
+            row[f"{path}_median_ns"], row[f"{path}_q1_ns"], row[f"{path}_q3_ns"] = median, q1, q3
+            row[f"{path}_iqr_ns"] = q3 - q1
+        row["median_ratio"] = row["dispatch_median_ns"] / row["bypass_median_ns"] if row["bypass_median_ns"] else None
+        row["within_noise"] = row["dispatch_q1_ns"] <= row["bypass_q3_ns"] and row["bypass_q1_ns"] <= row["dispatch_q3_ns"]
+        row["noisy"] = any(row[f"{p}_iqr_ns"] > NOISY_IQR * row[f"{p}_median_ns"] for p in PATHS)
     return rows
 
 
@@ -208,17 +226,26 @@ def call_paths(op: str, graphs: dict[str, CallGraph], calls: int) -> dict:
 # ---------------------------------------------------------------- report
 
 def table(op: str, times: list[dict], observed: dict[str, dict], counts: dict | None, timed_call: str) -> str:
+    rounds = times[0]["rounds"] if times else 0
+    cells = [
+        (f"{row['numel']:,}", _spread(row, "dispatch"), _spread(row, "bypass"),
+         (f"{row['median_ratio']:.2f}x" if row["median_ratio"] else "-") + (" ~noise" if row["within_noise"] else " noisy" if row["noisy"] else ""),
+         _ns(row["dispatch_ns"]), _ns(row["bypass_ns"]))
+        for row in times
+    ]
+    heads = ("elements", "dispatcher", "bypass", "ratio", "dispatcher", "bypass")
+    widths = [max(len(text) for text in column) for column in zip(heads, *cells)]
     lines = [
         f"{op}: dispatcher `at::` vs bypass `codemod_ext_{op}::` (one process, interleaved), calling {timed_call}",
-        f"{'':>10}  {'ns/call, best round':^30}  {'':>6}  {'ns/call, median round':^30}",
-        f"{'elements':>10}  {'dispatcher':>14}  {'bypass':>14}  {'ratio':>6}  {'dispatcher':>14}  {'bypass':>14}",
+        f"ns/call over {rounds} rounds: median [interquartile range], ratio of the medians, and the best round",
+        "  ".join(head.rjust(width) if i in (0, 4, 5) else head.ljust(width) for i, (head, width) in enumerate(zip(heads, widths))).rstrip(),
     ]
-    for row in times:
-        ratio = f"{row['ratio']:.2f}x" if row["ratio"] else "-"
-        lines.append(
-            f"{row['numel']:>10,}  {row['dispatch_ns']:>14,.1f}  {row['bypass_ns']:>14,.1f}  {ratio:>6}  "
-            f"{row['dispatch_median_ns']:>14,.1f}  {row['bypass_median_ns']:>14,.1f}"
-        )
+    for row in cells:
+        lines.append("  ".join(text.rjust(width) if i in (0, 4, 5) else text.ljust(width) for i, (text, width) in enumerate(zip(row, widths))).rstrip())
+    if any(row["within_noise"] for row in times):
+        lines.append("~noise: the two paths' interquartile ranges overlap at this size, so the ratio is within the noise")
+    if any(row["noisy"] and not row["within_noise"] for row in times):
+        lines.append(f"noisy: an interquartile range above {NOISY_IQR:.0%} of its median (a busy machine); read the ratio with care")
     for path, label in (("dispatch", "dispatcher"), ("bypass", "bypass")):
         seen = observed[path]
         events = ", ".join(seen["profiler_events"]) or "nothing"
@@ -233,8 +260,8 @@ def table(op: str, times: list[dict], observed: dict[str, dict], counts: dict | 
             f"dispatcher {d:,.0f} instructions/call, bypass {b:,.0f} instructions/call ({d / b:.2f}x)"
         )
         for path, label in (("dispatch", "dispatcher"), ("bypass", "bypass")):
-            steps = " -> ".join(f"{s['function']} ({s['inclusive_per_call']:,})" for s in counts["call_path"][path])
-            lines.append(f"{label} call path (inclusive instructions/call): {steps}")
+            steps = [f"{s['function']} ({s['inclusive_per_call']:,})" for s in counts["call_path"][path]]
+            lines += _wrapped(f"{label} call path (inclusive instructions/call): ", steps)
         lines.append(
             f"run only on the dispatcher path, every call ({counts['dispatcher_only_self_per_call']:,} own "
             "instructions/call in all), heaviest first:"
@@ -244,6 +271,25 @@ def table(op: str, times: list[dict], observed: dict[str, dict], counts: dict | 
             for f in counts["dispatcher_only"][:8]
         ]
     return "\n".join(lines)
+
+
+def _ns(value: float) -> str:
+    return f"{value:,.0f}" if value >= 100 else f"{value:.1f}"
+
+
+def _spread(row: dict, path: str) -> str:
+    return f"{_ns(row[f'{path}_median_ns'])} [{_ns(row[f'{path}_q1_ns'])}-{_ns(row[f'{path}_q3_ns'])}]"
+
+
+def _wrapped(head: str, steps: list[str], width: int = 110) -> list[str]:
+    """HEAD and STEPS joined by ` -> `, a new line `  -> ...` whenever the next step would pass WIDTH."""
+    lines = [head + steps[0]] if steps else [head]
+    for step in steps[1:]:
+        if len(lines[-1]) + len(step) + 4 > width:
+            lines.append(f"  -> {step}")
+        else:
+            lines[-1] += f" -> {step}"
+    return lines
 
 
 def pyplot():
@@ -258,16 +304,33 @@ def pyplot():
 
 
 def plot(op: str, times: list[dict], destination: Path, pyplot) -> None:
-    """A PNG of ns/call of both paths, and their ratio, against tensor size."""
+    """A PNG of `figure`."""
+    drawn = figure(op, times, pyplot)
+    drawn.savefig(destination, dpi=100)
+    pyplot.close(drawn)
+
+
+def figure(op: str, times: list[dict], pyplot):
+    """Both paths' median ns/call with their interquartile range as a band, and the ratio of medians, against
+    tensor size; sizes whose ratio is within the noise are marked."""
     sizes = [row["numel"] for row in times]
-    figure, (timing, ratio) = pyplot.subplots(2, 1, sharex=True, figsize=(7, 7))
-    timing.plot(sizes, [row["dispatch_ns"] for row in times], "o-", label=f"dispatcher at::{op}")
-    timing.plot(sizes, [row["bypass_ns"] for row in times], "s-", label="bypass")
-    timing.set(xscale="log", yscale="log", ylabel="ns/call (best round)", title=f"{op}: dispatcher vs bypass, float32")
+    drawn, (timing, ratio) = pyplot.subplots(2, 1, sharex=True, figsize=(7, 7))
+    for path, label, marker in (("dispatch", f"at::{op} via dispatcher", "o-"), ("bypass", "bypass", "s-")):
+        line, = timing.plot(sizes, [row[f"{path}_median_ns"] for row in times], marker, label=label)
+        timing.fill_between(
+            sizes, [row[f"{path}_q1_ns"] for row in times], [row[f"{path}_q3_ns"] for row in times],
+            color=line.get_color(), alpha=0.25, linewidth=0,
+        )
+    timing.set(xscale="log", yscale="log", ylabel="ns/call (median, band: interquartile range)",
+               title=f"{op}: dispatcher vs bypass, float32")
     timing.legend()
-    ratio.plot(sizes, [row["ratio"] for row in times], "o-", color="black")
+    ratio.plot(sizes, [row["median_ratio"] for row in times], "o-", color="black", label="dispatcher / bypass (medians)")
+    noise = [row for row in times if row["within_noise"]]
+    if noise:
+        ratio.plot([row["numel"] for row in noise], [row["median_ratio"] for row in noise], "x", color="red", markersize=10,
+                   label="within the noise (interquartile ranges overlap)")
     ratio.axhline(1.0, color="grey", linewidth=0.8)
     ratio.set(xscale="log", xlabel="elements", ylabel="dispatcher / bypass")
-    figure.tight_layout()
-    figure.savefig(destination, dpi=100)
-    pyplot.close(figure)
+    ratio.legend()
+    drawn.tight_layout()
+    return drawn

@@ -18,7 +18,6 @@ from codemod.verify import build
 
 from codemod.measure import guarded_ext
 from codemod.model.errors import VerificationFailed
-from codemod.plan.plan import op_entries
 from codemod.model.tree import Tree
 
 PATHS = ("dispatch", "bypass", "guarded")
@@ -78,12 +77,11 @@ int main(int argc, char** argv) {
 
 
 def render(tree: Tree, op: str) -> str:
-    entries = op_entries(tree, op)
-    capture = build.capture_for(tree, op, entries)
+    entries, capture = build.bypassed_or_current(tree, op)
     harness = build.render(capture, entries.groups)
     if _HARNESS_MAIN not in harness.source:
         raise VerificationFailed(f"{build.HARNESS_TEMPLATE}: no `{_HARNESS_MAIN}` to hand the harness's modes to")
-    guarded_capture = build.capture_for(tree, op, op_entries(tree, op, guarded=True))
+    guarded_capture = build.bypassed_or_current(tree, op, guarded=True)[1]
     dispatcher_call = harness.timed.dispatcher_call  # "at::mul(s.self, s.other)"
     appended = (
         _APPENDED.replace("@OP@", op)

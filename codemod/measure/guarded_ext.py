@@ -2,9 +2,9 @@
 
 `codemod bypass OP --guarded` writes the guard into Functions.h and the guarded
 `at::OP`, `at::OP_out`, `Tensor::OP`, `Tensor::OP_` into the templates. This module
-renders exactly that text (`plan_guarded.guard` and `guarded_definition`, one source
-of truth) into its own namespace, since the installed libtorch already defines those
-names, and exposes it to Python:
+renders that text (`plan_guarded.guard` and `guarded_definition`, one source of truth;
+the tree's copy is only laid out by clang-format) into its own namespace, since the
+installed libtorch already defines those names, and exposes it to Python:
 
 - the functions under their own names: `ext.mul(a, b)`, `ext.mul_out(out, a, b)`, ...;
 - each method as a free function taking `self`: `ext.method_mul_(a, b)` is `a.mul_(b)`;
@@ -12,15 +12,21 @@ names, and exposes it to Python:
 
 Built and cached by `codemod.verify.extension` (torch.utils.cpp_extension); a cache hit
 only imports the shared library.
+
+`build` puts the same definitions in `codemod build`'s harness in place of the plain
+bypass: the gate `bypass OP --guarded` passes before it writes anything.
 """
 from __future__ import annotations
+
+import dataclasses
 
 import re
 from types import ModuleType
 
 from codemod.plan import guarded as plan_guarded
 from codemod.verify import bypass_ext, extension
-from codemod.verify.build import Parameter, capture_for, parameters
+from codemod.verify.build import Built, GuardedApi, Parameter, bypassed_or_current, compile_source, parameters
+from codemod.verify.build import render as harness_source
 from codemod.capture.capture import Capture
 from codemod.plan.plan import op_entries
 from codemod.model.tree import Tree
@@ -71,6 +77,15 @@ def guarded_source(capture: Capture) -> str:
     ])
 
 
+def build(tree: Tree, op: str, capture: Capture) -> Built:
+    """`codemod build`'s harness with the guarded definitions as the bypass path, compiled: the same checks
+    against `at::OP` as the plain bypass passes (build.run_checks), before `bypass --guarded` writes them."""
+    guarded = GuardedApi(guarded_source(capture), ext_namespace(op), METHOD_PREFIX)
+    harness = harness_source(capture, op_entries(tree, op).groups, guarded)
+    built = compile_source(harness.source, name=f"guarded-{op}")
+    return dataclasses.replace(built, cpp_checks=bool(harness.cpp_checked), timed_call=harness.timed.shown)
+
+
 def render(capture: Capture, module_name: str) -> str:
     namespace = ext_namespace(capture.op)
     self_param = Parameter("self", "at::Tensor", None)
@@ -99,5 +114,5 @@ def render(capture: Capture, module_name: str) -> str:
 
 def load(tree: Tree, op: str) -> tuple[ModuleType, bool]:
     """The compiled extension of OP's guarded bypass, and whether it came from the cache."""
-    capture = capture_for(tree, op, op_entries(tree, op, guarded=True))
+    capture = bypassed_or_current(tree, op, guarded=True)[1]
     return extension.load(f"codemod_guarded_{op}", lambda name: render(capture, name))

@@ -60,10 +60,17 @@ class Tree:
 
 
 def locate(root: str | os.PathLike[str]) -> Tree:
-    """Validate at the edge: every file the pipeline reads must exist."""
-    resolved = Path(root).resolve()
-    if not resolved.is_dir():
+    """The tree holding ROOT: ROOT itself or its nearest parent with the operator schema file, as git finds
+    its work tree from a subdirectory. Validated at the edge: every file the pipeline reads must exist."""
+    given = Path(root).resolve()
+    if not given.is_dir():
         raise BadInput(f"{root}: no such directory; pass --tree the root of a PyTorch checkout")
+    resolved = next((d for d in (given, *given.parents) if (d / NATIVE_FUNCTIONS).is_file()), None)
+    if resolved is None:
+        raise BadInput(
+            f"no {NATIVE_FUNCTIONS} in {given} or any directory above it; "
+            "run codemod inside a PyTorch checkout or pass --tree its root"
+        )
     for relative, what in _REQUIRED.items():
         path = resolved / relative
         if not path.exists():

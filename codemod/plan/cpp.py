@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from tree_sitter import Node
 
 from codemod.model import cpp_syntax
+from codemod.plan import cpp_format
 from codemod.capture.capture import ApiFunction, Capture, Snippet
 from codemod.model.cpp_syntax import Source
 from codemod.model.edits import Edit
@@ -45,7 +46,8 @@ def marker_end(op: str) -> str:
 
 
 def block(op: str, what: str, body: str, indent: str = "") -> str:
-    return f"{indent}{marker_begin(op, what)}\n{body}\n{indent}{marker_end(op)}\n"
+    """BODY fenced by OP's markers, laid out as PyTorch lays out its code (cpp_format), indented by INDENT."""
+    return f"{indent}{marker_begin(op, what)}\n{cpp_format.format_block(body, indent)}\n{indent}{marker_end(op)}\n"
 
 
 def namespace_name(op: str) -> str:
@@ -68,6 +70,10 @@ class SourceFile:
     def line_end(self, offset: int) -> int:
         end = self.src.data.find(b"\n", offset)
         return len(self.src.data) if end == -1 else end + 1
+
+    def separated(self, at: int, text: str) -> str:
+        """TEXT inserted at the start of a line AT, after one empty line: the file's own, or one of ours."""
+        return text if self.src.data[:at].endswith(b"\n\n") or at == 0 else "\n" + text
 
     def edit(self, at: int, text: str, why: str) -> Edit:
         return Edit(self.rel, at, at, text, why)
@@ -153,11 +159,12 @@ def definition_edits(
     """Define APIS (each as DEFINE writes it) at the end of `namespace at` in REL, after INCLUDES."""
     source = SourceFile.read(tree, rel)
     body = "\n\n".join(define(api) for api in apis)
+    at = _end_of_namespace(source, ("at",))
     return [
         *source.include_edits(op, includes, "include what the definitions call"),
         source.edit(
-            _end_of_namespace(source, ("at",)),
-            "\n" + block(op, what, body),
+            at,
+            source.separated(at, block(op, what, body)),
             f"define {', '.join(prefix + api.name for api in apis)}",
         ),
     ]

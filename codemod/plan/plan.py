@@ -61,8 +61,10 @@ class OpEntries:
         return capture_step.group_yaml(self.doc, list(self.groups)), _groups_after(self.after, self.groups)
 
 
-def op_entries(tree: Tree, op: str, guarded: bool = False) -> OpEntries:
-    doc = native_yaml.load(NATIVE_FUNCTIONS, exact_text.read(tree, NATIVE_FUNCTIONS))
+def op_entries(tree: Tree, op: str, guarded: bool = False, native_functions: str | None = None) -> OpEntries:
+    """NATIVE_FUNCTIONS: the yaml's text to read instead of the tree's (what a journal recorded before a bypass)."""
+    text = exact_text.read(tree, NATIVE_FUNCTIONS) if native_functions is None else native_functions
+    doc = native_yaml.load(NATIVE_FUNCTIONS, text)
     groups = native_yaml.op_groups(doc, op)
     edits, after = plan_yaml.native_functions_edits(doc, groups, guarded)
     return OpEntries(doc, tuple(groups), tuple(edits), after)

@@ -28,6 +28,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from codemod.apply import journal
 from codemod.capture import capture as capture_step
 from codemod.model import cpp_syntax
 from codemod.model import native_yaml
@@ -205,6 +206,19 @@ def _codegen_fingerprint(tree: Tree) -> list[bytes | str]:
     return parts
 
 
+def bypassed_or_current(tree: Tree, op: str, guarded: bool = False) -> tuple[OpEntries, Capture]:
+    """OP's structured groups and capture, for the plain or GUARDED bypass: from the tree, or, once OP is bypassed
+    (its entries are no longer structured), as its journal recorded them, so build and bench measure what was bypassed."""
+    recorded = journal.load(tree, op)
+    if recorded is None:
+        entries = op_entries(tree, op, guarded)
+        return entries, capture_for(tree, op, entries)
+    entries = journal.recorded_entries(tree, recorded, guarded)
+    if recorded.capture is not None and (recorded.mode == "guarded") == guarded:
+        return entries, recorded.capture
+    return entries, capture_for(tree, op, entries)  # the other mode's capture, or a journal older than captures
+
+
 def capture_for(tree: Tree, op: str, entries: OpEntries) -> Capture:
     """The op's Capture, as make_plan computes it, cached by the hash of all its inputs."""
     (before, after), overloads = entries.capture_inputs(), entries.overloads
@@ -278,7 +292,16 @@ def _default(op: str, extra: Parameter, declaration: str) -> str:
     return extra.default or unset
 
 
-def harness_group(capture: Capture, group: OpGroup) -> HarnessGroup:
+@dataclass(frozen=True)
+class GuardedApi:
+    """The guarded bypass's definitions, checked in the harness in place of the plain bypass's forwards."""
+
+    source: str  # its guard and definitions in their own namespace, with what they include
+    namespace: str
+    method_prefix: str  # a method `Tensor::NAME` is the free function PREFIX + NAME taking `self` first
+
+
+def harness_group(capture: Capture, group: OpGroup, guarded: GuardedApi | None = None) -> HarnessGroup:
     op = capture.op
     delegates = {d.name.split(".")[0]: d.name for d in group.delegates}
     if op not in delegates or f"{op}_" not in delegates:
@@ -306,13 +329,19 @@ def harness_group(capture: Capture, group: OpGroup) -> HarnessGroup:
             raise BadInput(f"{op}: the harness needs the CPU structured overload {overload}, which was not captured")
         return call(f"{ext_namespace(op)}::{capture.native_kernels[overload]}", snippet.text)
 
+    outf = _api(capture.functions, out, f"{op}_outf", op).declaration
+    method = _api(capture.methods, inplace, f"{op}_", op).declaration
+    if guarded is None:
+        bypassed = (bypass(functional), bypass(out), bypass(inplace))
+    else:
+        method_args = call("", method).removeprefix("(")  # "other, x.alpha)"
+        bypassed = (
+            call(f"{guarded.namespace}::{op}", declaration),
+            call(f"{guarded.namespace}::{op}_outf", outf),
+            f"{guarded.namespace}::{guarded.method_prefix}{op}_(self, {method_args}",
+        )
     return HarnessGroup(functional, extras, (
-        call(f"at::{op}", declaration),
-        bypass(functional),
-        call(f"at::{op}_outf", _api(capture.functions, out, f"{op}_outf", op).declaration),
-        bypass(out),
-        call(f"self.{op}_", _api(capture.methods, inplace, f"{op}_", op).declaration),
-        bypass(inplace),
+        call(f"at::{op}", declaration), bypassed[0], call(f"at::{op}_outf", outf), bypassed[1], call(f"self.{op}_", method), bypassed[2],
     ))
 
 
@@ -349,10 +378,10 @@ def harness_includes(capture: Capture) -> list[str]:
     return [i for i in capture.cpu_includes if "Functions.h>" not in i and "library.h>" not in i]
 
 
-def cpp_checked_groups(capture: Capture, groups: tuple[OpGroup, ...]) -> list[HarnessGroup]:
+def cpp_checked_groups(capture: Capture, groups: tuple[OpGroup, ...], guarded: GuardedApi | None = None) -> list[HarnessGroup]:
     """The groups as the harness's C++ checks call them; none when the op's signature is not theirs."""
     try:
-        return [harness_group(capture, g) for g in groups]
+        return [harness_group(capture, g, guarded) for g in groups]
     except NoCppChecks:
         return []
 
@@ -463,14 +492,15 @@ class Harness:
     timed: TimedCall
 
 
-def render(capture: Capture, groups: tuple[OpGroup, ...]) -> Harness:
+def render(capture: Capture, groups: tuple[OpGroup, ...], guarded: GuardedApi | None = None) -> Harness:
     """The harness: plan_cpp's rendering of the scaffolding, in the extension's namespace, the representative
-    call both paths time, and (for a (self, other) op) the C++ checks of each group."""
-    harness_groups = cpp_checked_groups(capture, groups)
+    call both paths time, and (for a (self, other) op) the C++ checks of each group; with GUARDED, the guarded
+    definitions are the bypass path of the checks instead."""
+    harness_groups = cpp_checked_groups(capture, groups, guarded)
     timed = timed_call(capture, groups[0])
     replacements = {
         "@SCAFFOLDING@": plan_cpp.scaffolding(capture),
-        "@INCLUDES@": "\n".join(harness_includes(capture)),
+        "@INCLUDES@": "\n".join([*harness_includes(capture), *([guarded.source] if guarded else [])]),
         "@NS@": ext_namespace(capture.op),
         "@OP@": capture.op,
         "@TIMED_CALL@": timed.source,
@@ -488,8 +518,7 @@ def render(capture: Capture, groups: tuple[OpGroup, ...]) -> Harness:
 def build(tree: Tree, op: str, captured: Capture | None = None) -> Built:
     """Raises VerificationFailed naming, for each compiler error in the scaffolding, the file:line of the
     tree where `codemod bypass OP` splices that line. CAPTURED: the plan's capture, when there is one."""
-    entries = op_entries(tree, op)
-    capture = captured or capture_for(tree, op, entries)
+    entries, capture = (op_entries(tree, op), captured) if captured else bypassed_or_current(tree, op)
     harness = render(capture, entries.groups)
     source = harness.source
     try:

@@ -19,8 +19,7 @@ from codemod.capture.capture import Capture
 from codemod.model.errors import BadInput
 from codemod.plan import cpp as plan_cpp
 from codemod.verify import extension
-from codemod.verify.build import VIEW_STORAGE, Parameter, capture_for, ext_namespace, harness_includes, parameters, plain_type
-from codemod.plan.plan import op_entries
+from codemod.verify.build import VIEW_STORAGE, Parameter, bypassed_or_current, ext_namespace, harness_includes, parameters, plain_type
 from codemod.model.tree import Tree
 
 # A parameter's type (as declared, without const and &) -> the type the binding takes from Python, and how
@@ -117,7 +116,7 @@ def render(captures: list[Capture], module_name: str) -> str:
 def load(tree: Tree, ops: list[str], captured: dict[str, Capture] | None = None) -> tuple[ModuleType, bool]:
     """One extension binding the bypass of every op of OPS; CAPTURED: plans' captures, by op, where there are."""
     captured = captured or {}
-    captures = [captured.get(op) or capture_for(tree, op, op_entries(tree, op)) for op in ops]
+    captures = [captured.get(op) or bypassed_or_current(tree, op)[1] for op in ops]
     for capture in captures:  # refuse an unbindable signature before compiling anything
         for bound in bound_overloads(capture):
             binding(bound)

@@ -23,7 +23,7 @@ from codemod.capture.capture import Capture
 from codemod.model import progress
 from codemod.model.errors import VerificationFailed
 from codemod.model.tree import Tree
-from codemod.plan.plan import op_entries
+from codemod.verify.build import bypassed_or_current
 from codemod.verify import bypass_ext, samples
 from codemod.verify.samples import Call, Group, Overload
 
@@ -72,7 +72,7 @@ def check_op(tree: Tree, op: str, captured: Capture | None = None, module: Modul
     """Compile OP's bypass as an extension (unless MODULE binds it already) and check every structured group."""
     if module is None:
         module, _ = bypass_ext.load(tree, [op], {op: captured} if captured else None)
-    groups = [samples.group_of(g) for g in op_entries(tree, op).groups]
+    groups = [samples.group_of(g) for g in bypassed_or_current(tree, op)[0].groups]
     with progress.step(f"check: {op}'s bypass against torch on OpInfo samples, generated calls and edge cases"):
         return check(module, op, groups)
 

@@ -1,0 +1,242 @@
+"""The newcomer's path (issue 14), as a user walks it: README set-up, the ten-command tutorial, what they see.
+
+Real CLI processes on copies of our target_tree/, the real torchgen, g++, libtorch, clang-format and git.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from codemod.apply import journal
+from codemod.capture.capture import Capture
+from codemod.measure import bench, guarded_ext
+from codemod.model.errors import VerificationFailed
+from codemod.model.tree import NATIVE_SOURCES, TEMPLATES, locate
+from codemod.plan import cpp_format
+from codemod.verify import build
+from tests.conftest import FIXTURES, OUTPUT_SCHEMA, REPO, pristine_copy, run_codemod, snapshot
+
+README = (REPO / "README.md").read_text()
+CODEMOD = [sys.executable, "-m", "codemod"]
+ENV = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
+
+
+def codemod_in(cwd: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*CODEMOD, *args], capture_output=True, text=True, cwd=cwd, env={**ENV, **env})
+
+
+def readme_block(heading: str) -> list[str]:
+    """The lines of the first code block after HEADING."""
+    section = README[README.index(heading):]
+    return section.split("```", 2)[1].strip("\n").splitlines()
+
+
+# ---------------------------------------------------------------- 1. tests and CI, whatever state target_tree/ is in
+
+def test_the_tests_tree_is_pristine_whatever_the_user_left(tree: Path, tmp_path: Path, target_tree: Path) -> None:
+    assert run_codemod("bypass", "mul", "--tree", str(tree), "--no-verify").returncode == 0  # the README's first command
+    assert run_codemod("bypass", "sub", "--tree", str(tree), "--no-verify").returncode == 0
+    binary_ops = tree / NATIVE_SOURCES / "BinaryOps.cpp"
+    binary_ops.write_text(binary_ops.read_text().replace("op.meta(self, other);", "op.meta(self, other); // mine", 1))
+    assert snapshot(pristine_copy(tree, tmp_path / "copy")) == snapshot(target_tree)
+
+
+def test_ci_runs_the_readmes_two_commands_in_order_then_the_tutorial_path() -> None:
+    main_job, test_command = readme_block("## Set up")
+    assert main_job.endswith("codemod bypass mul --tree ./target_tree") and "apt-get install -y g++ valgrind" in main_job
+    assert test_command.endswith("python -m pytest -q")
+    ci = (REPO / ".ci/run").read_text()
+    extracted = subprocess.run(
+        ["bash", "-c", 'source <(sed -n "/^readme_setup_line()/,/^}/p" .ci/run); readme_setup_line 1; readme_setup_line 2'],
+        capture_output=True, text=True, cwd=REPO, check=True,
+    ).stdout.splitlines()
+    assert extracted == [main_job, test_command]  # what CI evaluates is what the user copies
+    steps = ['eval "$main_job"', 'eval "$test_command"', "codemod bench mul", "codemod status", "codemod revert mul"]
+    assert [ci.index(step) for step in steps] == sorted(ci.index(step) for step in steps)
+
+
+# ---------------------------------------------------------------- 2, 3, 4. build and bench after a bypass; the guarded gate; status
+
+def test_build_and_bench_after_a_plain_bypass_measure_the_journals_capture(tree: Path) -> None:
+    assert run_codemod("bypass", "mul", "--tree", str(tree), "--no-verify").returncode == 0
+    recorded = journal.load(locate(tree), "mul")
+    assert recorded.capture == Capture.from_json((FIXTURES / "target_tree" / "mul.capture.json").read_text())
+    built = run_codemod("build", "mul", "--tree", str(tree))
+    assert built.returncode == 0, built.stderr
+    assert "checks: 70 passed, 0 failed" in built.stderr
+    benched = run_codemod("bench", "mul", "--tree", str(tree), "--json", "--no-callgrind", "--size", "2")
+    assert benched.returncode == 0, benched.stderr
+    OUTPUT_SCHEMA.validate(json.loads(benched.stdout))
+    status = run_codemod("status", "--tree", str(tree))
+    assert "mul (mul.Tensor, mul_.Tensor, mul.out): plain (`bypass mul`), 9 files, matches the journal" in status.stdout
+
+
+def test_guarded_bypass_is_compiled_and_checked_before_it_is_applied_then_benched(tree: Path) -> None:
+    bypassed = run_codemod("bypass", "mul", "--tree", str(tree), "--guarded")
+    assert bypassed.returncode == 0, bypassed.stderr
+    gate = bypassed.stderr.index("checks: 70 passed, 0 failed")
+    assert "build: compile mul's guarded bypass" in bypassed.stderr[:gate] and gate < bypassed.stderr.index("changed 5 files")
+    status = run_codemod("status", "--tree", str(tree), "--json")
+    OUTPUT_SCHEMA.validate(json.loads(status.stdout))
+    assert [(b["op"], b["mode"]) for b in json.loads(status.stdout)["bypassed"]] == [("mul", "guarded")]
+    assert "mul (mul.Tensor, mul_.Tensor, mul.out): guarded (`bypass mul --guarded`)" in run_codemod("status", "--tree", str(tree)).stdout
+    benched = run_codemod("bench", "mul", "--tree", str(tree), "--guarded", "--json", "--no-callgrind", "--size", "2")
+    assert benched.returncode == 0, benched.stderr
+    assert json.loads(benched.stdout)["mode"] == "guarded"
+
+
+def test_a_guarded_text_that_does_not_compile_fails_the_gate(target_tree: Path) -> None:
+    tree = locate(target_tree)
+    _, captured = build.bypassed_or_current(tree, "mul", guarded=True)
+    broken_body = "{ return no_such_fallback(self, other); }"
+    broken = Capture(**{**vars(captured), "functions": tuple(
+        type(f)(**{**vars(f), "body": broken_body}) if f.name == "mul" else f for f in captured.functions
+    )})
+    with pytest.raises(VerificationFailed) as raised:
+        guarded_ext.build(tree, "mul", broken)
+    assert "no_such_fallback" in str(raised.value) and raised.value.exit_code == 1
+
+
+# ---------------------------------------------------------------- 5. a reader that leaves
+
+def test_a_closed_pipe_never_fails_the_work(tree: Path) -> None:
+    assert run_codemod("bypass", "mul", "--tree", str(tree), "--no-verify").returncode == 0
+    shell = f"set -o pipefail; {' '.join(CODEMOD)} revert mul --tree {tree} 2>&1 | head -1"
+    piped = subprocess.run(["bash", "-c", shell], capture_output=True, text=True, cwd=REPO, env=ENV)
+    assert piped.returncode == 0 and piped.stdout.startswith("reverted mul: 9 files"), piped.stderr
+    assert journal.load(locate(tree), "mul") is None
+    for _ in range(3):  # the reader is gone before codemod writes its first byte
+        gone = subprocess.Popen([*CODEMOD, "status", "--tree", str(tree)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, cwd=REPO, env=ENV)
+        gone.stdout.close()
+        assert gone.wait() == 0
+
+
+# ---------------------------------------------------------------- 6, 8. completion and the tree found from where the user is
+
+def test_completion_of_op_before_tree_reads_the_tree_after_it_or_where_the_user_is(tree: Path) -> None:
+    env = {**ENV, "_CODEMOD_COMPLETE": "bash_complete"}
+
+    def offered(cwd: Path, words: str, cword: int) -> list[str]:
+        run = subprocess.run(CODEMOD, capture_output=True, text=True, cwd=cwd, env={**env, "COMP_WORDS": words, "COMP_CWORD": str(cword)})
+        return [line.split(",", 1)[1] for line in run.stdout.splitlines() if line]
+
+    elsewhere = tree.parent
+    assert offered(Path("/"), f"codemod bypass mu --tree {tree}", 2) == ["mul"]  # the README's word order
+    assert offered(elsewhere, "codemod bypass mu", 2) == ["mul"]  # the one tree below: ./tree, as ./target_tree
+    assert offered(tree / "aten/src", "codemod bypass mu", 2) == ["mul"]  # the tree above
+    assert offered(Path("/"), "codemod bypass mu", 2) == []
+
+
+def test_the_tree_is_found_upward_from_a_subdirectory_or_the_message_says_where_it_looked(tree: Path) -> None:
+    inside = codemod_in(tree / "aten/src/ATen", "status")
+    assert inside.returncode == 0 and f"no op is bypassed in {tree}" in inside.stdout
+    outside = codemod_in(tree.parent, "status")
+    assert outside.returncode == 2
+    assert f"no aten/src/ATen/native/native_functions.yaml in {tree.parent} or any directory above it" in outside.stderr
+    assert "aten/aten" not in inside.stderr + outside.stderr
+
+
+# ---------------------------------------------------------------- 7. git status stays clean
+
+def test_git_status_shows_only_the_edited_files_and_nothing_after_revert(tree: Path) -> None:
+    def git(*args: str) -> str:
+        return subprocess.run(["git", "-c", "user.email=t@t", "-c", "user.name=t", *args], cwd=tree, capture_output=True, text=True, check=True).stdout
+
+    git("init", "-q")
+    git("add", "-A")
+    git("commit", "-qm", "tree")
+    assert run_codemod("bypass", "mul", "--tree", str(tree), "--no-verify").returncode == 0
+    changed = git("status", "--porcelain", "--untracked-files=all").splitlines()
+    assert len(changed) == 9 and all(line.startswith(" M ") for line in changed), changed
+    assert (tree / ".codemod/.gitignore").read_text() == "*\n"
+    assert run_codemod("revert", "mul", "--tree", str(tree)).returncode == 0
+    assert git("status", "--porcelain", "--untracked-files=all") == "" and not (tree / ".codemod").exists()
+
+
+# ---------------------------------------------------------------- 9. the spliced C++ is laid out as PyTorch's
+
+MARKED_BLOCK = re.compile(r"^( *)// @codemod-bypass (\w+) begin: [^\n]*\n(.*?)^ *// @codemod-bypass \2 end\n", re.M | re.S)
+
+
+def test_spliced_blocks_are_clang_formatted_and_the_users_lines_untouched(tree: Path, target_tree: Path) -> None:
+    for op in ("mul", "sub"):
+        assert run_codemod("bypass", op, "--tree", str(tree), "--no-verify").returncode == 0
+    blocks = 0
+    for rel in (f"{NATIVE_SOURCES}/BinaryOps.cpp", *(f"{TEMPLATES}/{name}" for name in ("Functions.h", "Functions.cpp", "TensorBody.h", "TensorMethods.cpp"))):
+        text = (tree / rel).read_text()
+        for found in MARKED_BLOCK.finditer(text):
+            indent, body = found.group(1), found.group(3).rstrip("\n")
+            assert cpp_format.format_block(body, indent) == body, f"{rel}: a block is not formatted"
+            assert "\n\n\n" not in body and not text[: found.start()].endswith("\n\n\n"), f"{rel}: two empty lines"
+            blocks += 1
+        original = (target_tree / rel).read_text().splitlines()
+        assert _users_lines(MARKED_BLOCK.sub("", text).splitlines()) == _users_lines(original), f"{rel}: a line of the user's changed"
+    assert blocks >= 12
+
+
+def _users_lines(lines: list[str]) -> list[str]:
+    """The non-empty lines that are not ours (our includes carry the marker on their line)."""
+    return [line for line in lines if line.strip() and "// @codemod-bypass" not in line]
+
+
+# ---------------------------------------------------------------- 10. bench shows its noise
+
+def test_bench_reports_median_and_interquartile_range_and_flags_noise(target_tree: Path) -> None:
+    pyplot = bench.pyplot()
+    executable = build.build(locate(target_tree), "mul").executable
+    rows = bench.wall_times(executable, (2, 4096))
+    for row in rows:
+        for path in bench.PATHS:
+            assert len(row[f"{path}_rounds_ns"]) == row["rounds"]
+            assert row[f"{path}_ns"] <= row[f"{path}_q1_ns"] <= row[f"{path}_median_ns"] <= row[f"{path}_q3_ns"]
+        overlap = row["dispatch_q1_ns"] <= row["bypass_q3_ns"] and row["bypass_q1_ns"] <= row["dispatch_q3_ns"]
+        assert row["within_noise"] is overlap
+    noisy = {**rows[0], "dispatch_q3_ns": rows[0]["bypass_q3_ns"] * 2, "dispatch_q1_ns": 0.0, "within_noise": True}
+    table = bench.table("mul", [noisy, rows[1]], {p: {"profiler_events": [], "grad_fn": None} for p in bench.PATHS}, None)
+    assert "median [interquartile range]" in table and " ~noise" in table.splitlines()[3]
+    assert "interquartile ranges overlap at this size" in table
+    figure = bench.figure("mul", rows, pyplot)
+    timing, _ = figure.axes
+    assert [t.get_text() for t in timing.get_legend().get_texts()] == ["at::mul via dispatcher", "bypass"]
+    assert len(timing.collections) == 2  # one interquartile band per path
+    pyplot.close(figure)
+
+
+def test_call_paths_wrap_at_arrows() -> None:
+    steps = [f"namespace::function_number_{i} ({i * 1000:,})" for i in range(9)]
+    lines = bench._wrapped("dispatcher call path (inclusive instructions/call): ", steps)
+    assert len(lines) > 1 and all(len(line) <= 110 for line in lines)
+    assert all(line.startswith("  -> ") for line in lines[1:])
+    assert "\n".join(lines).replace("\n  -> ", " -> ") == "dispatcher call path (inclusive instructions/call): " + " -> ".join(steps)
+
+
+# ---------------------------------------------------------------- 11. the README a newcomer reads
+
+def test_readme_leads_with_what_it_does_the_set_up_and_the_ten_command_tutorial() -> None:
+    headings = re.findall(r"^## (.*)$", README, re.M)
+    assert headings[:2] == ["Set up (fresh machine)", "Tutorial: the exercise in ten commands"]
+    intro = README.split("\n## ", 1)[0].split("\n", 1)[1].strip()
+    assert len(intro.splitlines()) <= 3
+    tutorial = [line for line in readme_block("## Tutorial") if line.startswith("codemod ")]
+    assert len(tutorial) == 10
+    for line in tutorial:  # each is a command codemod accepts: an unknown option or command exits 2, even with --help
+        command = line.split("#")[0].split()
+        assert subprocess.run([*CODEMOD, *command[1:], "--help"], capture_output=True, cwd=REPO, env=ENV).returncode == 0, line
+    for placeholder in ("Real PyTorch sources (macro kernels, compile-true verification, any signature)",
+                        "Many ops at once and the journal's trust rules", "codemod hot"):
+        assert placeholder in README
+
+
+def test_readme_bench_sample_has_every_default_size() -> None:
+    help_text = subprocess.run([*CODEMOD, "bench", "--help"], capture_output=True, text=True, cwd=REPO, env=ENV).stdout
+    defaults = re.search(r"default ([\d, ]+)\.", " ".join(help_text.split())).group(1)
+    assert [int(n) for n in defaults.split(", ")] == list(bench.SIZES)
+    sample = README[README.index("codemod bench mul --tree ./target_tree` here"):]
+    rows = re.findall(r"^ *([\d,]+)  \d", sample.split("```")[1], re.M)
+    assert [int(n.replace(",", "")) for n in rows] == list(bench.SIZES)
