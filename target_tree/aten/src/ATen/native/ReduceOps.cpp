@@ -24,11 +24,9 @@
 
 namespace at::meta {
 
-namespace {
-
 // Integer and bool inputs accumulate in int64 unless a dtype is asked for;
 // an out= tensor of its own dtype decides when no dtype is given.
-ScalarType accumulation_dtype(const Tensor& input, std::optional<ScalarType> requested, const Tensor& given_out) {
+static ScalarType accumulation_dtype(const Tensor& input, std::optional<ScalarType> requested, const Tensor& given_out) {
   if (requested.has_value()) {
     return *requested;
   }
@@ -37,8 +35,6 @@ ScalarType accumulation_dtype(const Tensor& input, std::optional<ScalarType> req
   }
   return at::isIntegralType(input.scalar_type(), /*includeBool=*/true) ? kLong : input.scalar_type();
 }
-
-} // namespace
 
 TORCH_META_FUNC2(sum, dim_IntList)
 (const Tensor& input, OptionalIntArrayRef reduced_dims, bool keep_reduced, std::optional<ScalarType> result_dtype) {
