@@ -10,7 +10,9 @@ are then composed with ruamel.yaml, whose node marks give each key's span.
 """
 from __future__ import annotations
 
+import bisect
 import difflib
+import itertools
 import re
 from collections import defaultdict
 from dataclasses import dataclass
@@ -153,12 +155,14 @@ def load(rel_path: str, text: str) -> NativeYaml:
     root, values = _compose(rel_path, text)
     if not isinstance(root, yaml.SequenceNode):
         raise BadInput(f"{rel_path}:1: expected a list of entries (`- func: ...`), as torchgen does; fix the file's layout")
-    entries = tuple(_entry(rel_path, text, node, value) for node, value in zip(root.value, values, strict=True))
+    lines = split_lines(text)
+    line_ends = list(itertools.accumulate(len(line) for line in lines))
+    entries = tuple(_entry(rel_path, text, line_ends, node, value) for node, value in zip(root.value, values, strict=True))
     _refuse_duplicate_names(rel_path, entries)
-    return NativeYaml(rel_path, text, split_lines(text), entries, values)
+    return NativeYaml(rel_path, text, lines, entries, values)
 
 
-def _entry(rel_path: str, text: str, node: yaml.Node, value: object) -> Entry:
+def _entry(rel_path: str, text: str, line_ends: list[int], node: yaml.Node, value: object) -> Entry:
     where = f"{rel_path}:{node.start_mark.line + 1}"
     if not isinstance(value, dict):
         raise BadInput(f"{where}: an item that is not a mapping (torchgen expects `func:` and its keys); fix the file")
@@ -167,7 +171,8 @@ def _entry(rel_path: str, text: str, node: yaml.Node, value: object) -> Entry:
     if match is None:
         raise BadInput(f"{where}: an entry without a `func: name.overload(...)` (torchgen requires one); fix the file")
     end = content_end(node, text)
-    return Entry(match.group("name"), node.start_mark.line, text.count("\n", 0, end) + 1, node.start_mark.index, end, node.start_mark.column)
+    end_line = bisect.bisect_right(line_ends, end - 1) + 1  # the line after the one holding the last character
+    return Entry(match.group("name"), node.start_mark.line, end_line, node.start_mark.index, end, node.start_mark.column)
 
 
 def _refuse_duplicate_names(rel_path: str, entries: tuple[Entry, ...]) -> None:
@@ -200,9 +205,10 @@ class _Loader(_C_LOADER):
     def construct_mapping(self, node, deep=False):
         seen: dict[object, int] = {}
         for key_node, _ in node.value:
-            key = self.construct_object(key_node, deep=deep)
+            # a scalar key by its resolved tag and text (cheap); torchgen compares constructed keys: the same verdict
+            key = (key_node.tag, key_node.value) if isinstance(key_node, yaml.ScalarNode) else self.construct_object(key_node, deep=deep)
             if key in seen:
-                raise _DuplicateKey(key, seen[key], key_node.start_mark.line)
+                raise _DuplicateKey(key_node.value, seen[key], key_node.start_mark.line)
             seen[key] = key_node.start_mark.line
         return super().construct_mapping(node, deep=deep)
 
