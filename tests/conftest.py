@@ -5,10 +5,12 @@ first command does). They work on a copy with every bypass recorded in its journ
 """
 from __future__ import annotations
 
+import atexit
 import json
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import jsonschema
@@ -41,25 +43,35 @@ def snapshot(root: Path) -> dict[str, bytes]:
 
 
 def pristine_copy(source: Path, destination: Path) -> Path:
-    """DESTINATION: SOURCE with every bypass its journals record reverted (newest first, so even the
-    recorded bytes restore exactly), an interrupted one finished first, and no codemod state left."""
-    shutil.copytree(source, destination, ignore=shutil.ignore_patterns(LOCK_FILE, "__pycache__"))
+    """DESTINATION: SOURCE with every bypass its journals record reverted (newest first), an interrupted one
+    finished first, and no codemod state left."""
+    shutil.copytree(source, destination, symlinks=True, ignore=shutil.ignore_patterns(LOCK_FILE, "__pycache__"))
     transaction.recover(destination)
     copy = locate(destination)
-    state = destination / journal.JOURNAL_DIR
-    for path in sorted(state.glob("*.json"), key=lambda p: p.stat().st_mtime_ns, reverse=True):
+    newest_first = [entry.op for entry in reversed(journal.bypassed(copy))]
+    if newest_first:
         try:
-            journal.revert(copy, path.stem)
+            journal.revert(copy, newest_first)
         except VerificationFailed:  # the user edited a bypass's lines: the recorded bytes win
-            journal.revert(copy, path.stem, force=True)
-    shutil.rmtree(state, ignore_errors=True)
+            journal.revert(copy, newest_first, force=True)
+    shutil.rmtree(destination / journal.JOURNAL_DIR, ignore_errors=True)
     return destination
 
 
+def _session_pristine_tree() -> Path:
+    scratch = Path(tempfile.mkdtemp(prefix="codemod-tests-"))
+    atexit.register(shutil.rmtree, scratch, True)
+    return pristine_copy(USERS_TARGET_TREE, scratch / "target_tree")
+
+
+# Made once per test process; tests read it or copy it, never write it.
+TARGET_TREE = _session_pristine_tree()
+
+
 @pytest.fixture(scope="session")
-def target_tree(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def target_tree() -> Path:
     """Our target_tree/ with no op bypassed, whatever the user did with codemod; shared, so never written."""
-    return pristine_copy(USERS_TARGET_TREE, tmp_path_factory.mktemp("pristine") / "target_tree")
+    return TARGET_TREE
 
 
 @pytest.fixture
