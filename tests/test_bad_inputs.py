@@ -40,12 +40,16 @@ def state(root: Path) -> tuple[dict[str, bytes], set[str]]:
 
 
 def interrupt_bypass(tree: Path) -> None:
-    """A real `bypass mul` killed right after its commit point (the transaction log renamed into place)."""
-    env = {**os.environ, transaction.CRASH_ENV: "3"}  # .codemod made, log written, log renamed
-    killed = subprocess.run([sys.executable, "-m", "codemod", "bypass", "mul", "--tree", str(tree), *FAST],
-                            capture_output=True, text=True, cwd=REPO, env=env, check=False)
-    assert killed.returncode == transaction.CRASH_EXIT, killed.stderr
-    assert (tree / transaction.LOG).is_file()
+    """A real `bypass mul` killed right after its commit point (the transaction log renamed into place): the
+    first write at which a crash leaves the log behind."""
+    for crash_after in range(1, 16):
+        env = {**os.environ, transaction.CRASH_ENV: str(crash_after)}
+        killed = subprocess.run([sys.executable, "-m", "codemod", "bypass", "mul", "--tree", str(tree), *FAST],
+                                capture_output=True, text=True, cwd=REPO, env=env, check=False)
+        assert killed.returncode == transaction.CRASH_EXIT, killed.stderr
+        if (tree / transaction.LOG).is_file():
+            return
+    raise AssertionError("no crash point of `bypass mul` left the transaction log behind")
 
 
 TREE_COMMANDS = (
