@@ -4,9 +4,9 @@ A slim tree (a subset of the installed torch's operators, its own slim templates
 regenerates headers that cannot replace the installed torch's generated ones. So its edited sources
 are compiled in an overlay: `tree from-torch`'s layout of the installed wheel (every operator's yaml,
 tags, header templates, torchgen, autograd codegen) with the slim tree's files, as they were before the
-bypass, laid over it. The templates of generated sources stay the tree's own: they are what the plan
-reads the CPU wrappers (and their includes) from, and the headers do not come from them. The same ops
-are planned and applied there by the same planner, the overlay's headers are regenerated once, and a
+bypass and every earlier bypass of the tree (its journals), laid over it. The templates of generated sources stay the tree's own: they are what the plan
+reads the CPU wrappers (and their includes) from, and the headers do not come from them. The earlier
+ops (in their order) and then the same ops are planned and applied there by the same planner, the overlay's headers are regenerated once, and a
 file is compiled only when the overlay's bypass wrote it byte for byte as the slim tree's did.
 """
 from __future__ import annotations
@@ -17,7 +17,7 @@ import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
-from codemod.apply import scratch
+from codemod.apply import journal, scratch
 from codemod.apply.lock import LOCK_FILE
 from codemod.apply.transaction import STATE_DIR
 from codemod.capture import fromtorch
@@ -40,10 +40,14 @@ def check(tree: Tree, plans: Sequence[Plan]) -> CompileReport:
     if not sources:
         return CompileReport((), (), (), tuple(not_compiled), 0.0)
     where = f"a full tree built from the installed torch {importlib.metadata.version('torch')} around this tree's sources"
+    ops = {plan.op for plan in plans}
+    earlier = [j for j in journal.bypassed(tree) if j.op not in ops]
     with tempfile.TemporaryDirectory(prefix="codemod-overlay-") as scratch_dir:
         with progress.step(f"compile check: the same bypass in {where}"):
-            overlay = _overlay(tree, changes, Path(scratch_dir, "tree"))
-            overlay_plans, refused = _plan_again(overlay, plans, where)
+            overlay = _overlay(tree, [*(f for j in earlier for f in j.files), *changes], Path(scratch_dir, "tree"))
+            _, refused = _plan_again(overlay, [(j.op, j.mode == "guarded") for j in earlier], where)
+            overlay_plans, refused_now = _plan_again(overlay, [(p.op, p.guarded) for p in plans], where)
+            refused += refused_now
         written = {change.path: change for change in combined_changes(overlay_plans)}
         same = []
         for source in sources:
@@ -63,10 +67,13 @@ def check(tree: Tree, plans: Sequence[Plan]) -> CompileReport:
     return dataclasses.replace(report, not_compiled=(*refused, *report.not_compiled, *not_compiled))
 
 
-def _overlay(tree: Tree, changes: Sequence[FileChange], dest: Path) -> Tree:
-    """The wheel's codegen inputs, then TREE's files as they were before CHANGES (its generated-source templates too)."""
+def _overlay(tree: Tree, changes: Sequence[FileChange | journal.JournalFile], dest: Path) -> Tree:
+    """The wheel's codegen inputs, then TREE's files as they were before the first of CHANGES (its
+    generated-source templates too)."""
     fromtorch.write_codegen_inputs(dest, fromtorch.installed_torchgen())
-    before = {change.path: change.before for change in changes}
+    before: dict[str, bytes | None] = {}
+    for change in changes:
+        before.setdefault(change.path, change.before)
     for path in sorted(tree.root.rglob("*")):
         relative = path.relative_to(tree.root).as_posix()
         if not path.is_file() or any(part in _NOT_SOURCES for part in Path(relative).parts) or not _from_tree(relative):
@@ -85,14 +92,15 @@ def _from_tree(relative: str) -> bool:
     return not fromtorch.is_wheel_provided(relative)
 
 
-def _plan_again(overlay: Tree, plans: Sequence[Plan], where: str) -> tuple[list[Plan], list[NotCompiled]]:
-    """Each op planned and written in OVERLAY in order, as the CLI plans several ops; an op it cannot plan is named."""
+def _plan_again(overlay: Tree, ops: Sequence[tuple[str, bool]], where: str) -> tuple[list[Plan], list[NotCompiled]]:
+    """Each (op, guarded) planned and written in OVERLAY in order, as the CLI plans several ops; an op it cannot plan
+    is named."""
     planned, refused = [], []
-    for plan in plans:
+    for op, guarded in ops:
         try:
-            again = make_plan(overlay, plan.op, plan.guarded)
+            again = make_plan(overlay, op, guarded)
         except CodemodError as error:
-            refused.append(NotCompiled(plan.op, f"the bypass cannot be planned in {where}: {error}"))
+            refused.append(NotCompiled(op, f"the bypass cannot be planned in {where}: {error}"))
             continue
         scratch.write(overlay, again.changes)
         planned.append(again)
