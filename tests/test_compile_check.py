@@ -106,7 +106,7 @@ def test_a_plan_whose_edit_does_not_compile_fails_at_the_trees_file_and_line(
             line = after[:at].count(b"\n") + 1
             change = dataclasses.replace(change, after=after)
         doctored.append(change)
-    journal.apply(located, dataclasses.replace(plan, changes=tuple(doctored)))
+    journal.apply(located, [dataclasses.replace(plan, changes=tuple(doctored))])
     with pytest.raises(VerificationFailed) as failed:
         verify(located, plan=dataclasses.replace(plan, changes=tuple(doctored)))
     assert failed.value.exit_code == 1

@@ -106,8 +106,10 @@ def test_a_planner_that_writes_code_that_does_not_compile_fails_at_target_trees_
     doctored_on_target_tree, monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     plan, line = doctored_on_target_tree
-    # the planner itself doctored: the full tree's plan carries the same line
+    # the planner itself doctored: the full tree's plan carries the same line (and its outcome is recorded apart)
     monkeypatch.setattr(overlay_compile, "make_plan", lambda tree, op, guarded=False: _doctored(plan_module.make_plan(tree, op, guarded))[0])
+    key = overlay_compile._key
+    monkeypatch.setattr(overlay_compile, "_key", lambda *inputs: f"doctored-planner-{key(*inputs)}")
     with pytest.raises(VerificationFailed) as failed:
         overlay_compile.check(locate(TARGET_TREE), [plan])
     assert failed.value.exit_code == 1

@@ -159,6 +159,11 @@ def _compiler_identity() -> str:
     return subprocess.run([build.CXX, "--version"], capture_output=True, text=True).stdout
 
 
+def result_key(*inputs: bytes | str) -> str:
+    """The cache key of a compile result: INPUTS, the flags, the compiler and the installed torch."""
+    return build._digest(*inputs, "\0".join(FLAGS), _compiler_identity(), importlib.metadata.version("torch"))[:24]
+
+
 def check(
     tree: Tree, headers: Headers, sources: list[Source], templates: Sequence[str] = (), against: str = CompileReport.against,
 ) -> CompileReport:
@@ -204,11 +209,7 @@ class _Outcome:
 
 def _compile(tree: Tree, headers: Headers, source: Source, scratch: Path) -> _Outcome:
     flags = [*FLAGS, f"-iquote{tree.path(source.path).parent}", *include_dirs(tree, headers)]
-    key = build._digest(
-        source.path, source.text, "\0".join(FLAGS), headers.digest,
-        _compiler_identity(), importlib.metadata.version("torch"),
-    )[:24]
-    record = build.cache_dir() / "syntax" / f"{key}.json"
+    record = build.cache_dir() / "syntax" / f"{result_key(source.path, source.text, headers.digest)}.json"
     clean = _clean_record(record, tree)
     if clean is not None:
         return _Outcome(source, cached=True, generated_read=tuple(clean["generated_headers"]))

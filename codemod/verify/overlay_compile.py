@@ -13,7 +13,10 @@ from __future__ import annotations
 
 import dataclasses
 import importlib.metadata
+import json
+import os
 import tempfile
+import time
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -25,7 +28,7 @@ from codemod.model import progress
 from codemod.model.errors import CodemodError, VerificationFailed
 from codemod.model.tree import TEMPLATES, Tree, locate
 from codemod.plan.plan import FileChange, Plan, combined_changes, make_plan
-from codemod.verify import compile_check
+from codemod.verify import build, compile_check
 from codemod.verify.compile_check import CompileReport, NotCompiled, Source
 
 _NOT_SOURCES = (".git", STATE_DIR, LOCK_FILE, "__pycache__")
@@ -34,19 +37,31 @@ SHOWN_LINE_CHARS = 60
 
 def check(tree: Tree, plans: Sequence[Plan]) -> CompileReport:
     """Compile what PLANS wrote in the slim TREE, in one overlay; raise VerificationFailed at TREE's file:line."""
+    started = time.monotonic()
     changes = combined_changes(plans)
     sources, templates = compile_check.sources_of(changes)
     not_compiled = [NotCompiled(t, _template_not_compiled(t)) for t in templates]
     if not sources:
         return CompileReport((), (), (), tuple(not_compiled), 0.0)
     where = f"a full tree built from the installed torch {importlib.metadata.version('torch')} around this tree's sources"
+    against = f"in {where} (the same bypass applied there), against the headers its torchgen regenerated"
     ops = {plan.op for plan in plans}
     earlier = [j for j in journal.bypassed(tree) if j.op not in ops]
+    replayed = [(j.op, j.mode == "guarded") for j in earlier]
+    planned = [(p.op, p.guarded) for p in plans]
+    files = _overlay_files(tree, [*(f for j in earlier for f in j.files), *changes])
+    record = build.cache_dir() / "overlay" / f"{_key(files, replayed + planned, sources)}.json"
+    if record.is_file():  # the same inputs checked clean before: the same outcome
+        with progress.step(f"compile check: the same bypass in {where}, recorded clean from the same inputs"):
+            recorded = json.loads(record.read_text())
+        compiled = tuple(recorded["compiled"])
+        unchecked = tuple(NotCompiled(*item) for item in recorded["not_compiled"])
+        return CompileReport(compiled, compiled, (), unchecked, time.monotonic() - started, against)
     with tempfile.TemporaryDirectory(prefix="codemod-overlay-") as scratch_dir:
         with progress.step(f"compile check: the same bypass in {where}"):
-            overlay = _overlay(tree, [*(f for j in earlier for f in j.files), *changes], Path(scratch_dir, "tree"))
-            _, refused = _plan_again(overlay, [(j.op, j.mode == "guarded") for j in earlier], where)
-            overlay_plans, refused_now = _plan_again(overlay, [(p.op, p.guarded) for p in plans], where)
+            overlay = _write_overlay(files, Path(scratch_dir, "tree"))
+            _, refused = _plan_again(overlay, replayed, where)
+            overlay_plans, refused_now = _plan_again(overlay, planned, where)
             refused += refused_now
         written = {change.path: change for change in combined_changes(overlay_plans)}
         same = []
@@ -56,33 +71,61 @@ def check(tree: Tree, plans: Sequence[Plan]) -> CompileReport:
                 same.append(source)
             else:
                 not_compiled.append(NotCompiled(source.path, f"the full tree's bypass writes it differently ({difference})"))
-        if not same:
-            return CompileReport((), (), (), tuple(refused + not_compiled), 0.0)
-        headers = compile_check.regenerate_headers(overlay, Path(scratch_dir, "headers"))
-        against = f"in {where} (the same bypass applied there), against the headers its torchgen regenerated"
-        try:
-            report = compile_check.check(overlay, headers, same, against=against)
-        except VerificationFailed as failed:  # the overlay's own paths named as the tree's (same relative paths)
-            raise VerificationFailed(str(failed).replace(f"{overlay.root}/", "")) from None
-    return dataclasses.replace(report, not_compiled=(*refused, *report.not_compiled, *not_compiled))
+        if same:
+            headers = compile_check.regenerate_headers(overlay, Path(scratch_dir, "headers"))
+            try:
+                report = compile_check.check(overlay, headers, same, against=against)
+            except VerificationFailed as failed:  # the overlay's own paths named as the tree's (same relative paths)
+                raise VerificationFailed(str(failed).replace(f"{overlay.root}/", "")) from None
+        else:
+            report = CompileReport((), (), (), (), 0.0, against)
+    report = dataclasses.replace(report, not_compiled=(*refused, *report.not_compiled, *not_compiled))
+    _record(record, report)
+    return report
 
 
-def _overlay(tree: Tree, changes: Sequence[FileChange | journal.JournalFile], dest: Path) -> Tree:
-    """The wheel's codegen inputs, then TREE's files as they were before the first of CHANGES (its
-    generated-source templates too)."""
-    fromtorch.write_codegen_inputs(dest, fromtorch.installed_torchgen())
+def _overlay_files(tree: Tree, changes: Sequence[FileChange | journal.JournalFile]) -> dict[str, bytes]:
+    """TREE's files for the overlay, as they were before the first of CHANGES (its generated-source templates too)."""
     before: dict[str, bytes | None] = {}
     for change in changes:
         before.setdefault(change.path, change.before)
+    files = {}
     for path in sorted(tree.root.rglob("*")):
         relative = path.relative_to(tree.root).as_posix()
         if not path.is_file() or any(part in _NOT_SOURCES for part in Path(relative).parts) or not _from_tree(relative):
             continue
         text = before[relative] if relative in before else path.read_bytes()
         if text is not None:  # None: the bypass created it
-            (dest / relative).parent.mkdir(parents=True, exist_ok=True)
-            (dest / relative).write_bytes(text)
+            files[relative] = text
+    return files
+
+
+def _write_overlay(files: dict[str, bytes], dest: Path) -> Tree:
+    """The wheel's codegen inputs, with FILES laid over them."""
+    fromtorch.write_codegen_inputs(dest, fromtorch.installed_torchgen())
+    for relative, text in files.items():
+        (dest / relative).parent.mkdir(parents=True, exist_ok=True)
+        (dest / relative).write_bytes(text)
     return locate(dest)
+
+
+def _key(files: dict[str, bytes], ops: Sequence[tuple[str, bool]], sources: Sequence[Source]) -> str:
+    """Everything the outcome depends on besides the wheel (its version is in the key): the overlay's files, the
+    ops, what the bypass wrote in the tree, and codemod's own code (the planner that runs again)."""
+    own_code = sorted(Path(__file__).resolve().parents[1].rglob("*.py"))
+    return compile_check.result_key(
+        *(part for relative, text in files.items() for part in (relative, text)),
+        *(f"{op} guarded={guarded}" for op, guarded in ops),
+        *(part for s in sources for part in (s.path, s.before or b"\0absent", s.text)),
+        *(path.read_bytes() for path in own_code),
+    )
+
+
+def _record(record: Path, report: CompileReport) -> None:
+    record.parent.mkdir(parents=True, exist_ok=True)
+    tmp = record.with_suffix(f".tmp{os.getpid()}")
+    tmp.write_text(json.dumps({"compiled": report.compiled, "not_compiled": [[n.path, n.why] for n in report.not_compiled]}))
+    tmp.replace(record)
 
 
 def _from_tree(relative: str) -> bool:
