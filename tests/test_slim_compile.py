@@ -8,7 +8,6 @@ cache (CODEMOD_BUILD_CACHE).
 """
 from __future__ import annotations
 
-import dataclasses
 import importlib.metadata
 import json
 import shutil
@@ -17,13 +16,13 @@ from pathlib import Path
 import pytest
 
 from codemod.model.errors import VerificationFailed
-from codemod.model.tree import NATIVE_SOURCES, TEMPLATES, locate
+from codemod.model.tree import TEMPLATES, locate
 from codemod.plan import plan as plan_module
 from codemod.plan.plan import Plan, make_plan
 from codemod.verify import overlay_compile
 from tests.conftest import OUTPUT_SCHEMA, TARGET_TREE, run_codemod, snapshot
+from tests.test_compile_check import BINARY_OPS, doctored
 
-BINARY_OPS = f"{NATIVE_SOURCES}/BinaryOps.cpp"
 FULL_TREE = f"in a full tree built from the installed torch {importlib.metadata.version('torch')} around this tree's sources"
 
 
@@ -83,23 +82,9 @@ def test_several_ops_after_an_earlier_bypass_compile_in_one_verification(copy: P
     assert result.stderr.count("compile check: the same bypass in a full tree") == 1  # one overlay for both ops
 
 
-def _doctored(plan: Plan) -> tuple[Plan, int]:
-    """PLAN with a line that does not compile after its block in BinaryOps.cpp, and that line's number."""
-    marker = b"// @codemod-bypass mul begin"
-    changes = []
-    for change in plan.changes:
-        if change.path == BINARY_OPS:
-            at = change.after.index(b"\n", change.after.index(marker)) + 1
-            after = change.after[:at] + b"int doctored = codemod_undeclared_name;\n" + change.after[at:]
-            line = after[:at].count(b"\n") + 1
-            change = dataclasses.replace(change, after=after)
-        changes.append(change)
-    return dataclasses.replace(plan, changes=tuple(changes)), line
-
-
 @pytest.fixture(scope="module")
 def doctored_on_target_tree() -> tuple[Plan, int]:
-    return _doctored(make_plan(locate(TARGET_TREE), "mul"))
+    return doctored(make_plan(locate(TARGET_TREE), "mul"))
 
 
 def test_a_planner_that_writes_code_that_does_not_compile_fails_at_target_trees_file_and_line(
@@ -107,7 +92,7 @@ def test_a_planner_that_writes_code_that_does_not_compile_fails_at_target_trees_
 ) -> None:
     plan, line = doctored_on_target_tree
     # the planner itself doctored: the full tree's plan carries the same line (and its outcome is recorded apart)
-    monkeypatch.setattr(overlay_compile, "make_plan", lambda tree, op, guarded=False: _doctored(plan_module.make_plan(tree, op, guarded))[0])
+    monkeypatch.setattr(overlay_compile, "make_plan", lambda tree, op, guarded=False: doctored(plan_module.make_plan(tree, op, guarded))[0])
     key = overlay_compile._key
     monkeypatch.setattr(overlay_compile, "_key", lambda *inputs: f"doctored-planner-{key(*inputs)}")
     with pytest.raises(VerificationFailed) as failed:
