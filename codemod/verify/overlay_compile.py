@@ -3,11 +3,12 @@
 A slim tree (a subset of the installed torch's operators, its own slim templates, like target_tree/)
 regenerates headers that cannot replace the installed torch's generated ones. So its edited sources
 are compiled in an overlay: `tree from-torch`'s layout of the installed wheel (every operator's yaml,
-tags, header templates, torchgen, autograd codegen) with the slim tree's files, as they were before the
-bypass and every earlier bypass of the tree (its journals), laid over it. The templates of generated sources stay the tree's own: they are what the plan
-reads the CPU wrappers (and their includes) from, and the headers do not come from them. The earlier
-ops (in their order) and then the same ops are planned and applied there by the same planner, the overlay's headers are regenerated once, and a
-file is compiled only when the overlay's bypass wrote it byte for byte as the slim tree's did.
+tags, header templates, torchgen, autograd codegen) with the slim tree's files laid over it, as they
+were before this bypass and every earlier one (its journals). The templates of generated sources stay
+the tree's own: the plan reads the CPU wrappers (and their includes) from them, and no header comes
+from them. The earlier ops, in their order, then this run's are planned and applied there by the same
+planner; the overlay's headers are regenerated once, and a file is compiled only when the overlay's
+bypass wrote it byte for byte as the slim tree's did. Clean outcomes are recorded by their inputs.
 """
 from __future__ import annotations
 
