@@ -68,7 +68,7 @@ def torch_wheels(directory: Path) -> dict[str, Path]:
     return {wheel.name.split("-")[1]: wheel for wheel in sorted(Path(directory).glob("torch-*.whl"))}
 
 
-def _is_wheel_provided(relative: str) -> bool:
+def is_wheel_provided(relative: str) -> bool:
     """Paths the wheel supplies; the native sources tree must not override them."""
     return (
         relative in (NATIVE_FUNCTIONS, TAGS)
@@ -100,8 +100,19 @@ def write_tree_from_torch(dest: Path, native_sources: Path, torchgen_from: Path 
 
 
 def _write(dest: Path, native_sources: Path, torchgen: Path) -> None:
-    packaged = torchgen / "packaged"
+    write_codegen_inputs(dest, torchgen)
+    for source in sorted(native_sources.rglob("*")):
+        relative = source.relative_to(native_sources).as_posix()
+        if not source.is_file() or "__pycache__" in source.parts or is_wheel_provided(relative):
+            continue
+        target = dest / relative
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(source, target)
 
+
+def write_codegen_inputs(dest: Path, torchgen: Path) -> None:
+    """What the wheel provides, laid out as a checkout in DEST: TORCHGEN's packaged inputs and TORCHGEN itself."""
+    packaged = torchgen / "packaged"
     dest.mkdir(parents=True, exist_ok=True)
     (dest / NATIVE_FUNCTIONS).parent.mkdir(parents=True)
     shutil.copy2(packaged / "ATen/native/native_functions.yaml", dest / NATIVE_FUNCTIONS)
@@ -114,11 +125,3 @@ def _write(dest: Path, native_sources: Path, torchgen: Path) -> None:
     # A checkout's torchgen has no packaged/ copy of the inputs; they live above.
     shutil.copytree(torchgen, dest / "torchgen",
                     ignore=shutil.ignore_patterns("__pycache__", "*.pyc", "packaged"))
-
-    for source in sorted(native_sources.rglob("*")):
-        relative = source.relative_to(native_sources).as_posix()
-        if not source.is_file() or "__pycache__" in source.parts or _is_wheel_provided(relative):
-            continue
-        target = dest / relative
-        target.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(source, target)

@@ -9,8 +9,9 @@ Include order: the regenerated headers, the tree's `aten/src` and root (its own 
 Files are compiled as scratch copies (so the check does not depend on what the tree holds) and
 g++'s messages name the tree's paths. A file that includes a header neither the tree nor the
 installed torch has cannot be checked: it is reported by name, never counted as compiled. So is an
-edited template unless a compiled file included the header generated from it, and every file of a
-slim tree (a subset of the yaml), whose regenerated headers cannot replace the installed torch's.
+edited template unless a compiled file included the header generated from it. A slim tree (a subset
+of the yaml), whose regenerated headers cannot replace the installed torch's, is compiled in a full
+tree built around it (overlay_compile.py).
 Results are cached by the content hash of the file, the headers, the flags, the compiler and
 torch version, and of each tree header the file included; two files compile at a time.
 """
@@ -77,6 +78,7 @@ class CompileReport:
     templates_compiled: tuple[str, ...]  # edited header templates whose generated header a compiled file included
     not_compiled: tuple[NotCompiled, ...]
     seconds: float
+    against: str = "against the headers the tree's torchgen regenerated"  # where, and against what, they compiled
 
     def verified(self) -> list[str]:
         if not self.compiled:
@@ -84,8 +86,8 @@ class CompileReport:
         cached = f"; {len(self.cached)} of them compiled clean before from the same inputs, not recompiled" if self.cached else ""
         through = f", including the headers generated from the edited {', '.join(self.templates_compiled)}" if self.templates_compiled else ""
         return [
-            f"g++ -fsyntax-only ({' '.join(LANGUAGE_FLAGS)}) compiles {', '.join(self.compiled)} against the headers "
-            f"the tree's torchgen regenerated{through} ({len(self.compiled)} files, {self.seconds:.1f} s{cached})"
+            f"g++ -fsyntax-only ({' '.join(LANGUAGE_FLAGS)}) compiles {', '.join(self.compiled)} {self.against}"
+            f"{through} ({len(self.compiled)} files, {self.seconds:.1f} s{cached})"
         ]
 
     def unchecked(self) -> list[str]:
@@ -146,8 +148,7 @@ def slim_tree(tree: Tree) -> str | None:
     return (
         f"the tree's native_functions.yaml lacks {len(missing)} of the installed torch's {len(installed)} operators "
         f"({', '.join(sorted(missing)[:3])}, ...), which the installed headers use, so its regenerated headers cannot "
-        f"replace theirs (a slim tree: to compile-check, bypass in the full tree that "
-        f"`codemod tree from-torch DEST --sources {tree.root}` writes around its unbypassed sources)"
+        f"replace theirs (a slim tree: its edited sources are compiled in a full tree built around them)"
     )
 
 
@@ -158,13 +159,18 @@ def _compiler_identity() -> str:
     return subprocess.run([build.CXX, "--version"], capture_output=True, text=True).stdout
 
 
-def check(tree: Tree, headers: Headers, sources: list[Source], templates: Sequence[str] = ()) -> CompileReport:
+def result_key(*inputs: bytes | str) -> str:
+    """The cache key of a compile result: INPUTS, the flags, the compiler and the installed torch."""
+    return build._digest(*inputs, "\0".join(FLAGS), _compiler_identity(), importlib.metadata.version("torch"))[:24]
+
+
+def check(
+    tree: Tree, headers: Headers, sources: list[Source], templates: Sequence[str] = (), against: str = CompileReport.against,
+) -> CompileReport:
     """Compile SOURCES; raise VerificationFailed with every error at the tree's file:line. TEMPLATES (edited)
-    count as compiled when a compiled file included a header of their name that the tree's torchgen generated."""
+    count as compiled when a compiled file included a header of their name that the tree's torchgen generated.
+    AGAINST says where they compiled, for the verified line."""
     started = time.monotonic()
-    slim = slim_tree(tree)
-    if slim is not None:
-        return CompileReport((), (), (), tuple(NotCompiled(path, slim) for path in [s.path for s in sources] + list(templates)), 0.0)
     with tempfile.TemporaryDirectory(prefix="codemod-compile-") as scratch:
         with ThreadPoolExecutor(max_workers=JOBS) as pool:
             outcomes = list(pool.map(lambda source: _compile(tree, headers, source, Path(scratch)), sources))
@@ -174,7 +180,7 @@ def check(tree: Tree, headers: Headers, sources: list[Source], templates: Sequen
     generated_read = {Path(name).name for o in outcomes for name in o.generated_read}
     templates_compiled = [t for t in templates if Path(t).name in generated_read]
     not_compiled = [o.missing for o in outcomes if o.missing is not None] + [
-        NotCompiled(t, _template_not_compiled(t)) for t in templates if t not in templates_compiled
+        NotCompiled(t, template_not_compiled(t)) for t in templates if t not in templates_compiled
     ]
     return CompileReport(
         compiled=tuple(o.source.path for o in outcomes if o.missing is None),
@@ -182,10 +188,11 @@ def check(tree: Tree, headers: Headers, sources: list[Source], templates: Sequen
         templates_compiled=tuple(templates_compiled),
         not_compiled=tuple(not_compiled),
         seconds=time.monotonic() - started,
+        against=against,
     )
 
 
-def _template_not_compiled(template: str) -> str:
+def template_not_compiled(template: str) -> str:
     if template.endswith(SOURCE_SUFFIXES):
         return "a template of a generated source, which this check does not build"
     return "no compiled file includes a header generated from it under its name"
@@ -202,11 +209,7 @@ class _Outcome:
 
 def _compile(tree: Tree, headers: Headers, source: Source, scratch: Path) -> _Outcome:
     flags = [*FLAGS, f"-iquote{tree.path(source.path).parent}", *include_dirs(tree, headers)]
-    key = build._digest(
-        source.path, source.text, "\0".join(FLAGS), headers.digest,
-        _compiler_identity(), importlib.metadata.version("torch"),
-    )[:24]
-    record = build.cache_dir() / "syntax" / f"{key}.json"
+    record = build.cache_dir() / "syntax" / f"{result_key(source.path, source.text, headers.digest)}.json"
     clean = _clean_record(record, tree)
     if clean is not None:
         return _Outcome(source, cached=True, generated_read=tuple(clean["generated_headers"]))
