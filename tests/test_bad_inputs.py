@@ -209,7 +209,7 @@ def test_a_full_disk_during_recover_names_the_file_and_leaves_no_half_written_fi
         filler.unlink()
         assert run_codemod("recover", "--tree", str(tree)).returncode == 0
         assert not (tree / LOCK_FILE).exists()
-        assert "9 files, matches the journal" in run_codemod("status", "--tree", str(tree)).stderr
+        assert "10 files, matches the journal" in run_codemod("status", "--tree", str(tree)).stdout
         reverted = run_codemod("revert", "mul", "--tree", str(tree))
         assert reverted.returncode == 0, reverted.stderr
         assert snapshot(tree) == snapshot(TARGET_TREE)
@@ -217,7 +217,8 @@ def test_a_full_disk_during_recover_names_the_file_and_leaves_no_half_written_fi
 
 @pytest.mark.parametrize("spare, where", [
     (0, f"{LOCK_FILE}: cannot write the lock file (No space left on device); nothing was changed"),
-    (4096, f"{transaction.LOG}: No space left on device; nothing was changed in"),  # room for the lock, not the log
+    # room for the lock, not the state directory's .gitignore (written before the log)
+    (4096, f"{transaction.STATE_GITIGNORE}: No space left on device; nothing was changed in"),
 ])
 def test_a_full_disk_during_bypass_changes_nothing(tmp_path: Path, spare: int, where: str) -> None:
     with small_disk(tmp_path / "disk", "3m") as disk:

@@ -74,7 +74,7 @@ def test_build_and_bench_after_a_plain_bypass_measure_the_journals_capture(tree:
     assert benched.returncode == 0, benched.stderr
     OUTPUT_SCHEMA.validate(json.loads(benched.stdout))
     status = run_codemod("status", "--tree", str(tree))
-    assert "mul (mul.Tensor, mul_.Tensor, mul.out): plain (`bypass mul`), 9 files, matches the journal" in status.stdout
+    assert "mul (mul.Tensor, mul_.Tensor, mul.out): plain (`bypass mul`), 10 files, matches the journal" in status.stdout
 
 
 def test_guarded_bypass_is_compiled_and_checked_before_it_is_applied_then_benched(tree: Path) -> None:
@@ -109,7 +109,7 @@ def test_a_closed_pipe_never_fails_the_work(tree: Path) -> None:
     assert run_codemod("bypass", "mul", "--tree", str(tree), "--no-verify").returncode == 0
     shell = f"set -o pipefail; {' '.join(CODEMOD)} revert mul --tree {tree} 2>&1 | head -1"
     piped = subprocess.run(["bash", "-c", shell], capture_output=True, text=True, cwd=REPO, env=ENV)
-    assert piped.returncode == 0 and piped.stdout.startswith("reverted mul: 9 files"), piped.stderr
+    assert piped.returncode == 0 and piped.stdout.startswith("reverted mul: 10 files"), piped.stderr
     assert journal.load(locate(tree), "mul") is None
     for _ in range(3):  # the reader is gone before codemod writes its first byte
         gone = subprocess.Popen([*CODEMOD, "status", "--tree", str(tree)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, cwd=REPO, env=ENV)

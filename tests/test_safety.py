@@ -137,7 +137,7 @@ def test_a_second_process_is_refused_while_the_first_holds_the_lock(tree: Path) 
     assert second.returncode == 2
     assert f"{lock}: another codemod (pid {first.pid}) is changing this tree" in second.stderr
     assert not lock.exists()
-    assert "mul (mul.Tensor, mul_.Tensor, mul.out): plain (`bypass mul`), 9 files, matches the journal" in run_codemod("status", "--tree", str(tree)).stdout
+    assert "mul (mul.Tensor, mul_.Tensor, mul.out): plain (`bypass mul`), 10 files, matches the journal" in run_codemod("status", "--tree", str(tree)).stdout
 
 
 def test_a_stale_lock_of_a_dead_process_is_taken_over(tree: Path) -> None:

@@ -65,7 +65,7 @@ def locate(root: str | os.PathLike[str]) -> Tree:
     given = Path(root).resolve()
     if not given.is_dir():
         raise BadInput(f"{root}: no such directory; pass --tree the root of a PyTorch checkout")
-    resolved = next((d for d in (given, *given.parents) if (d / NATIVE_FUNCTIONS).is_file()), None)
+    resolved = next((d for d in (given, *given.parents) if (d / NATIVE_FUNCTIONS).exists()), None)  # a directory there is refused below
     if resolved is None:
         raise BadInput(
             f"no {NATIVE_FUNCTIONS} in {given} or any directory above it; "

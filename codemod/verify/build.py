@@ -436,7 +436,7 @@ class TimedCall:
     shown: str  # the call as a human reads it
 
 
-def timed_call(capture: Capture, group: OpGroup) -> TimedCall:
+def timed_call(capture: Capture, group: OpGroup, guarded: GuardedApi | None = None) -> TimedCall:
     from codemod.verify import samples  # imports torch: only when a harness is rendered
 
     op = capture.op
@@ -458,6 +458,10 @@ def timed_call(capture: Capture, group: OpGroup) -> TimedCall:
         return ", ".join(_stored(p)[1].format(f"s.{p.name}") for p in params)
 
     dispatcher_call = f"at::{functional.split('.')[0]}({passed(dispatcher)})"
+    bypass_call = (  # the plain bypass's at::native:: forward, or the guarded at::OP (same parameters as the dispatcher's)
+        f"{ext_namespace(op)}::{capture.native_kernels[functional]}({passed(parameters(wrapper.text))})"
+        if guarded is None else f"{guarded.namespace}::{functional.split('.')[0]}({passed(dispatcher)})"
+    )
 
     source = f"""struct Sample {{
 {fields}
@@ -477,7 +481,7 @@ Sample requiring_grad(Sample s) {{
 
 at::Tensor dispatch_functional(const Sample& s) {{ return {dispatcher_call}; }}
 at::Tensor bypass_functional(const Sample& s) {{
-  return {ext_namespace(op)}::{capture.native_kernels[functional]}({passed(parameters(wrapper.text))});
+  return {bypass_call};
 }}"""
     shown = ", ".join(
         f"{p.name}=float32[N]" if p.name in tensors else f"{p.name}={call.arguments[p.name]!r}" for p in dispatcher
@@ -497,9 +501,9 @@ def render(capture: Capture, groups: tuple[OpGroup, ...], guarded: GuardedApi | 
     call both paths time, and (for a (self, other) op) the C++ checks of each group; with GUARDED, the guarded
     definitions are the bypass path of the checks instead."""
     harness_groups = cpp_checked_groups(capture, groups, guarded)
-    timed = timed_call(capture, groups[0])
+    timed = timed_call(capture, groups[0], guarded)
     replacements = {
-        "@SCAFFOLDING@": plan_cpp.scaffolding(capture),
+        "@SCAFFOLDING@": plan_cpp.scaffolding(capture) if guarded is None else "",  # guarded: at::cpu:: stays in libtorch
         "@INCLUDES@": "\n".join([*harness_includes(capture), *([guarded.source] if guarded else [])]),
         "@NS@": ext_namespace(capture.op),
         "@OP@": capture.op,
