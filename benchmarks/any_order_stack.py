@@ -16,7 +16,17 @@ import time
 from pathlib import Path
 
 from codemod.model.tree import NATIVE_FUNCTIONS, locate
-from tests.test_any_order import OPS, REAL_YAML, bypass, free_lines, prepared_copy, quiet_lines, revert, state, user_edit
+from tests.test_any_order import (
+    OPS,
+    REAL_YAML,
+    bypass,
+    free_lines,
+    prepared_copy,
+    quiet_lines,
+    revert,
+    state,
+    user_edit,
+)
 
 
 def main(seed: int, orders: int, edits_wanted: int) -> None:

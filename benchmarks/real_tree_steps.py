@@ -15,23 +15,16 @@ import tempfile
 import time
 from pathlib import Path
 
-from codemod.capture import capture
-
-from codemod.capture import codegen
-
-from codemod.plan import foreach
-
-from codemod.model import native_yaml
-
-from codemod.plan import callers as plan_callers
-
-from codemod.plan import cpp as plan_cpp
-
-from codemod.plan import yaml_edits as plan_yaml
-from codemod.model.edits import apply_edits
+from codemod.capture import capture, codegen
 from codemod.capture.fromtorch import write_tree_from_torch
-from codemod.plan.plan import op_entries
+from codemod.model import native_yaml
+from codemod.model.edits import apply_edits
 from codemod.model.tree import DERIVATIVES, NATIVE_FUNCTIONS, locate
+from codemod.plan import callers as plan_callers
+from codemod.plan import cpp as plan_cpp
+from codemod.plan import foreach
+from codemod.plan import yaml_edits as plan_yaml
+from codemod.plan.plan import op_entries
 
 REPO = Path(__file__).resolve().parent.parent
 

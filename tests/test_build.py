@@ -14,13 +14,11 @@ from pathlib import Path
 import pytest
 
 from codemod.measure import bench
-
-from codemod.verify import build
-
-from codemod.plan import cpp as plan_cpp
 from codemod.model.errors import VerificationFailed
-from codemod.plan.plan import op_entries
 from codemod.model.tree import locate
+from codemod.plan import cpp as plan_cpp
+from codemod.plan.plan import op_entries
+from codemod.verify import build
 from tests.conftest import OUTPUT_SCHEMA, run_codemod
 
 

@@ -9,11 +9,10 @@ from pathlib import Path
 import pytest
 
 from codemod.capture import codegen
-
-from codemod.model import native_yaml
 from codemod.capture.capture import Capture
-from codemod.plan.plan import make_plan
+from codemod.model import native_yaml
 from codemod.model.tree import DERIVATIVES, NATIVE_FUNCTIONS, NATIVE_SOURCES, TEMPLATES, locate
+from codemod.plan.plan import make_plan
 from tests.conftest import FIXTURES, run_codemod, snapshot
 
 TEMPLATE_FILES = {f"{TEMPLATES}/{name}" for name in ("Functions.h", "Functions.cpp", "TensorBody.h", "TensorMethods.cpp")}

@@ -9,8 +9,8 @@ import random
 from pathlib import Path
 
 from codemod.apply import patch
-from codemod.plan.plan import FileChange
 from codemod.model.tree import NATIVE_FUNCTIONS
+from codemod.plan.plan import FileChange
 from tests.conftest import OUTPUT_SCHEMA, run_codemod
 
 BLAS_SCALE = "aten/src/ATen/native/BlasScale.cpp"

@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 
+from codemod.capture.fromtorch import write_tree_from_torch
 from codemod.model.edits import apply_edits
 from codemod.model.errors import BadInput
-from codemod.plan.foreach import exempt_foreach_ops, foreach_autograd_losses
-from codemod.capture.fromtorch import write_tree_from_torch
 from codemod.model.tree import DERIVATIVES, GEN_VARIABLE_TYPE, NATIVE_FUNCTIONS, TAGS, locate
+from codemod.plan.foreach import exempt_foreach_ops, foreach_autograd_losses
 
 MUL_GROUP = ("mul.Tensor", "mul_.Tensor", "mul.out")
 # Measured with the torch 2.13.0 derivatives.yaml; derived by the analysis, not listed in it.

@@ -19,16 +19,11 @@ from pathlib import Path
 
 import pytest
 
-from codemod.verify import fixed_point
-
-from codemod.apply import journal
-
-from codemod.apply import lock
-
-from codemod.apply import transaction
+from codemod.apply import journal, lock, transaction
 from codemod.apply.lock import LOCK_FILE
-from codemod.plan.plan import FileChange, make_plan
 from codemod.model.tree import NATIVE_FUNCTIONS, NATIVE_SOURCES, TEMPLATES, locate
+from codemod.plan.plan import FileChange, make_plan
+from codemod.verify import fixed_point
 from tests.conftest import REPO, run_codemod, snapshot
 
 BINARY_OPS = f"{NATIVE_SOURCES}/BinaryOps.cpp"

@@ -15,19 +15,13 @@ from __future__ import annotations
 import json
 import re
 import tempfile
-from concurrent.futures import ThreadPoolExecutor
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-
 from codemod.capture import codegen
-
-
-from codemod.model import cpp_syntax
-
-
-from codemod.model import progress
+from codemod.model import cpp_syntax, progress
 from codemod.model.cpp_syntax import Source, text
 from codemod.model.errors import BadInput
 from codemod.model.native_yaml import NativeYaml, OpGroup

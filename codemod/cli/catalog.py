@@ -13,7 +13,6 @@ from collections import Counter
 from dataclasses import asdict, dataclass
 
 from codemod.apply import journal
-
 from codemod.model import exact_text, native_yaml
 from codemod.model.native_yaml import GroupIndex, NativeYaml
 from codemod.model.tree import NATIVE_FUNCTIONS, Tree

@@ -6,14 +6,14 @@ locates the op's yaml entries, formulas and kernel definitions in the tree.
 from __future__ import annotations
 
 from codemod.capture import capture as capture_step
-from codemod.plan import cpp as plan_cpp
-from codemod.plan import structured_kernels
-from codemod.plan.structured_kernels import IMPL, META
 from codemod.capture.capture import Capture
 from codemod.model.native_yaml import OpGroup, cpu_kernel, split_entries, split_lines
-from codemod.plan.plan import op_entries
-from codemod.plan.yaml_edits import DERIVATIVES_ENTRY
 from codemod.model.tree import DERIVATIVES, NATIVE_FUNCTIONS, Tree
+from codemod.plan import cpp as plan_cpp
+from codemod.plan import structured_kernels
+from codemod.plan.plan import op_entries
+from codemod.plan.structured_kernels import IMPL, META
+from codemod.plan.yaml_edits import DERIVATIVES_ENTRY
 
 
 def explain(tree: Tree, op: str) -> str:

@@ -10,34 +10,26 @@ import os
 import shlex
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import click
 
-from codemod.measure import bench as bench_step
-from codemod.verify import build as build_step
-from codemod.cli import catalog
-from codemod.cli import pipes
-from codemod.verify import fixed_point
+from codemod.apply import journal, lock, patch, scratch, transaction, unjournaled
 from codemod.capture import fromtorch
-from codemod.measure import guarded_bench
-from codemod.measure import guarded_ext
-from codemod.measure import hot as hot_step
-from codemod.apply import journal
-from codemod.apply import lock
-from codemod.apply import patch, scratch, unjournaled
-from codemod.model import op_name, progress
-from codemod.cli import report
-from codemod.cli import review
-from codemod.apply import transaction
-from codemod.cli import explain as explain_step
 from codemod.capture.capture import Capture
+from codemod.cli import catalog, pipes, report, review
+from codemod.cli import explain as explain_step
+from codemod.measure import bench as bench_step
+from codemod.measure import guarded_bench, guarded_ext
+from codemod.measure import hot as hot_step
+from codemod.model import op_name, progress
 from codemod.model.errors import EXIT_OK, BadInput, CodemodError, VerificationFailed
-from codemod.plan.plan import Plan, combined_changes, make_plan
 from codemod.model.tree import NATIVE_FUNCTIONS, Tree, locate
+from codemod.plan.plan import Plan, combined_changes, make_plan
+from codemod.verify import build as build_step
+from codemod.verify import bypass_ext, fixed_point
 from codemod.verify.verify import verify
-from codemod.verify import bypass_ext
-from concurrent.futures import ThreadPoolExecutor
 
 TREE_OPTION = click.option(
     "--tree", "tree_root", default=".", show_default=True, type=click.Path(file_okay=False, path_type=Path),

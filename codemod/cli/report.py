@@ -8,8 +8,8 @@ import json
 from pathlib import Path
 
 from codemod.apply import patch
-from codemod.cli.catalog import OpStatus
 from codemod.apply.journal import Journal, RevertedFile
+from codemod.cli.catalog import OpStatus
 from codemod.plan.plan import Plan
 
 SCHEMA = Path(__file__).with_name("output.schema.json")

@@ -14,9 +14,9 @@ from dataclasses import dataclass
 
 from codemod.apply import patch
 from codemod.model.errors import BadInput
-from codemod.plan.plan import FileChange, Plan
-from codemod.plan.callers import Leftover
 from codemod.model.tree import DERIVATIVES, GEN_VARIABLE_TYPE, NATIVE_FUNCTIONS
+from codemod.plan.callers import Leftover
+from codemod.plan.plan import FileChange, Plan
 
 ANSWERS = "y: apply this hunk, n: leave it out, a: apply this and every remaining hunk, q: quit without writing"
 

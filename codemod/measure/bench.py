@@ -24,9 +24,9 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from codemod.verify.build import ext_namespace, run_json_lines
 from codemod.model.errors import BadInput, VerificationFailed
 from codemod.plan.cpp import namespace_name
+from codemod.verify.build import ext_namespace, run_json_lines
 
 PATHS = ("dispatch", "bypass")
 SIZES = (1, 2, 16, 256, 4_096, 65_536, 1_048_576)

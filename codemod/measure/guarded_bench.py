@@ -12,13 +12,10 @@ import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from codemod.measure import bench
-
-from codemod.verify import build
-
-from codemod.measure import guarded_ext
+from codemod.measure import bench, guarded_ext
 from codemod.model.errors import VerificationFailed
 from codemod.model.tree import Tree
+from codemod.verify import build
 
 PATHS = ("dispatch", "bypass", "guarded")
 GOAL = 0.85  # issue 7: the guard removes at least 85% of what the dispatcher costs per call

@@ -19,17 +19,16 @@ bypass: the gate `bypass OP --guarded` passes before it writes anything.
 from __future__ import annotations
 
 import dataclasses
-
 import re
 from types import ModuleType
 
+from codemod.capture.capture import Capture
+from codemod.model.tree import Tree
 from codemod.plan import guarded as plan_guarded
+from codemod.plan.plan import op_entries
 from codemod.verify import bypass_ext, extension
 from codemod.verify.build import Built, GuardedApi, Parameter, bypassed_or_current, compile_source, parameters
 from codemod.verify.build import render as harness_source
-from codemod.capture.capture import Capture
-from codemod.plan.plan import op_entries
-from codemod.model.tree import Tree
 
 METHOD_PREFIX = "method_"
 # `Tensor::mul_(` with or without parameters after it: the method's name and whether it has any.

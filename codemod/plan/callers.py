@@ -17,11 +17,11 @@ from dataclasses import dataclass
 
 from tree_sitter import Node
 
-from codemod.model import cpp_syntax
 from codemod.capture.capture import Capture
+from codemod.model import cpp_syntax
 from codemod.model.edits import Edit
-from codemod.plan.cpp import SourceFile
 from codemod.model.tree import TEMPLATES, Tree
+from codemod.plan.cpp import SourceFile
 
 CPP_SUFFIXES = (".cpp", ".cc", ".cxx", ".h", ".hpp", ".cu", ".cuh")
 SKIPPED_DIRS = {".git", ".codemod", "build", "third_party", "node_modules", "__pycache__"}

@@ -16,14 +16,13 @@ from dataclasses import dataclass
 
 from tree_sitter import Node
 
-from codemod.model import cpp_syntax
-from codemod.plan import cpp_format
 from codemod.capture.capture import ApiFunction, Capture, Snippet
+from codemod.model import cpp_syntax
 from codemod.model.cpp_syntax import Source
 from codemod.model.edits import Edit
 from codemod.model.errors import BadInput
 from codemod.model.tree import NATIVE_SOURCES, TEMPLATES, Tree
-from codemod.plan import structured_kernels
+from codemod.plan import cpp_format, structured_kernels
 from codemod.plan.structured_kernels import IMPL, META, KernelDefinition
 
 FUNCTIONS_H = f"{TEMPLATES}/Functions.h"

@@ -16,12 +16,19 @@ from __future__ import annotations
 
 import re
 
-from codemod.model import cpp_syntax
 from codemod.capture.capture import ApiFunction, Capture
+from codemod.model import cpp_syntax
 from codemod.model.edits import Edit
 from codemod.model.errors import BadInput
-from codemod.plan.cpp import FUNCTIONS_CPP, FUNCTIONS_H, TENSOR_METHODS_CPP, SourceFile, declaration_edits, definition_edits
 from codemod.model.tree import Tree
+from codemod.plan.cpp import (
+    FUNCTIONS_CPP,
+    FUNCTIONS_H,
+    TENSOR_METHODS_CPP,
+    SourceFile,
+    declaration_edits,
+    definition_edits,
+)
 
 _OPS_CALL_ARGS = re.compile(r"at::_ops::\w+::call\((.*)\);", re.DOTALL)
 _TENSOR = re.compile(r"^(const )?at::Tensor &$")

@@ -8,19 +8,17 @@ from dataclasses import dataclass
 
 from codemod.capture import capture as capture_step
 from codemod.capture import codegen
-from codemod.model import exact_text
-from codemod.plan import foreach
-from codemod.model import native_yaml
-from codemod.plan import callers as plan_callers
-from codemod.plan import cpp as plan_cpp
-from codemod.plan import guarded as plan_guarded
-from codemod.plan import yaml_edits as plan_yaml
-from codemod.model import progress
 from codemod.capture.capture import Capture
+from codemod.model import exact_text, native_yaml, progress
 from codemod.model.edits import Edit, apply_edits
 from codemod.model.native_yaml import OpGroup
-from codemod.plan.callers import Leftover
 from codemod.model.tree import DERIVATIVES, NATIVE_FUNCTIONS, Tree
+from codemod.plan import callers as plan_callers
+from codemod.plan import cpp as plan_cpp
+from codemod.plan import foreach
+from codemod.plan import guarded as plan_guarded
+from codemod.plan import yaml_edits as plan_yaml
+from codemod.plan.callers import Leftover
 
 
 @dataclass(frozen=True)

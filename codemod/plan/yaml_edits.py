@@ -13,7 +13,16 @@ import re
 from codemod.model.edits import Edit, apply_edits, line_starts
 from codemod.model.errors import BadInput
 from codemod.model.native_yaml import (
-    STRUCTURED_KEYS, KeySpan, NativeYaml, OpGroup, ParsedEntry, line_end, load, parse, split_entries, split_lines,
+    STRUCTURED_KEYS,
+    KeySpan,
+    NativeYaml,
+    OpGroup,
+    ParsedEntry,
+    line_end,
+    load,
+    parse,
+    split_entries,
+    split_lines,
 )
 from codemod.model.tree import DERIVATIVES
 

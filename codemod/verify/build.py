@@ -30,17 +30,15 @@ from pathlib import Path
 
 from codemod.apply import journal
 from codemod.capture import capture as capture_step
-from codemod.model import cpp_syntax
-from codemod.model import native_yaml
-from codemod.plan import cpp as plan_cpp
-from codemod.plan import yaml_edits as plan_yaml
-from codemod.model import progress
 from codemod.capture.capture import ApiFunction, Capture
+from codemod.model import cpp_syntax, native_yaml, progress
 from codemod.model.edits import apply_edits
 from codemod.model.errors import BadInput, VerificationFailed
 from codemod.model.native_yaml import OpGroup
-from codemod.plan.plan import OpEntries, op_entries
 from codemod.model.tree import TAGS, TEMPLATES, Tree
+from codemod.plan import cpp as plan_cpp
+from codemod.plan import yaml_edits as plan_yaml
+from codemod.plan.plan import OpEntries, op_entries
 
 REPO = Path(__file__).resolve().parents[2]
 HARNESS_TEMPLATE = REPO / "cpp_ext" / "harness.cpp.in"

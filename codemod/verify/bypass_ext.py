@@ -17,10 +17,18 @@ from types import ModuleType
 
 from codemod.capture.capture import Capture
 from codemod.model.errors import BadInput
+from codemod.model.tree import Tree
 from codemod.plan import cpp as plan_cpp
 from codemod.verify import extension
-from codemod.verify.build import VIEW_STORAGE, Parameter, bypassed_or_current, ext_namespace, harness_includes, parameters, plain_type
-from codemod.model.tree import Tree
+from codemod.verify.build import (
+    VIEW_STORAGE,
+    Parameter,
+    bypassed_or_current,
+    ext_namespace,
+    harness_includes,
+    parameters,
+    plain_type,
+)
 
 # A parameter's type (as declared, without const and &) -> the type the binding takes from Python, and how
 # the taken value `{}` is passed on. pybind11 (with torch's casters) converts the rest by value.

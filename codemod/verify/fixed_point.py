@@ -12,12 +12,10 @@ refusal) means a second bypass would not leave the tree as the first did.
 from __future__ import annotations
 
 from codemod.apply import scratch
-from codemod.model import exact_text
-
-from codemod.model import native_yaml
+from codemod.model import exact_text, native_yaml
 from codemod.model.errors import BadInput
-from codemod.plan.plan import Plan, make_plan
 from codemod.model.tree import NATIVE_FUNCTIONS, Tree
+from codemod.plan.plan import Plan, make_plan
 
 
 def second_plan_problem(tree: Tree, plan: Plan) -> str | None:

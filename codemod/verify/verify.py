@@ -25,13 +25,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from codemod.capture import codegen
-from codemod.verify import compile_check, overlay_compile
-
-from codemod.model import native_yaml
 from codemod.capture.capture import generated_functions
+from codemod.model import native_yaml
 from codemod.model.errors import VerificationFailed
-from codemod.plan.plan import Plan, combined_changes
 from codemod.model.tree import NATIVE_FUNCTIONS, Tree
+from codemod.plan.plan import Plan, combined_changes
+from codemod.verify import compile_check, overlay_compile
 
 
 @dataclass(frozen=True)
