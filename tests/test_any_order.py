@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import difflib
 import os
-import random
 import shutil
 from pathlib import Path
 
@@ -19,7 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from codemod.apply import journal
-from codemod.model.tree import DERIVATIVES, NATIVE_FUNCTIONS, TEMPLATES, Tree, locate
+from codemod.model.tree import NATIVE_FUNCTIONS, TEMPLATES, Tree, locate
 from codemod.plan.plan import make_plan
 from tests.conftest import TARGET_TREE, run_codemod
 
