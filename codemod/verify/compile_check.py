@@ -47,6 +47,10 @@ JOBS = max(1, min(2, os.cpu_count() or 1))
 # monolithic Functions.h / NativeFunctions.h that the regenerated headers hold.
 LANGUAGE_FLAGS = ("-std=c++20", "-DCAFFE2_BUILD_MAIN_LIB")
 FLAGS = ("-fsyntax-only", *LANGUAGE_FLAGS, "-w", "-fdiagnostics-color=never")
+# PyTorch compiles each kernel source under native/cpu/ once per CPU capability (REGISTER_DISPATCH is only
+# defined then); DEFAULT is the capability every build has. The flags follow from the path, which the result key holds.
+KERNEL_DIR = "aten/src/ATen/native/cpu/"
+KERNEL_FLAGS = ("-DCPU_CAPABILITY=DEFAULT", "-DCPU_CAPABILITY_DEFAULT")
 SHOWN_ERROR_LINES = 25
 
 _MISSING_HEADER = re.compile(r"^(?P<where>[^:\n]+):(?P<line>\d+):\d+: fatal error: (?P<header>[^:\n]+): No such file or directory$", re.M)
@@ -208,7 +212,8 @@ class _Outcome:
 
 
 def _compile(tree: Tree, headers: Headers, source: Source, scratch: Path) -> _Outcome:
-    flags = [*FLAGS, f"-iquote{tree.path(source.path).parent}", *include_dirs(tree, headers)]
+    kernel_flags = KERNEL_FLAGS if source.path.startswith(KERNEL_DIR) else ()
+    flags = [*FLAGS, *kernel_flags, f"-iquote{tree.path(source.path).parent}", *include_dirs(tree, headers)]
     record = build.cache_dir() / "syntax" / f"{result_key(source.path, source.text, headers.digest)}.json"
     clean = _clean_record(record, tree)
     if clean is not None:
