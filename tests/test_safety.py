@@ -118,7 +118,7 @@ def test_an_interrupted_bypass_blocks_other_commands_until_recovered(mul_plan: P
 
 def test_a_second_process_is_refused_while_the_first_holds_the_lock(tree: Path) -> None:
     first = subprocess.Popen(
-        [sys.executable, "-m", "codemod", "bypass", "mul", "--tree", str(tree)],  # verification keeps the lock ~10 s
+        [sys.executable, "-m", "codemod", "bypass", "mul", "--tree", str(tree), "--no-compile"],  # verification keeps the lock ~10 s
         cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )
     lock = tree / LOCK_FILE
@@ -230,7 +230,7 @@ def replace_line(path: Path, old: str, new: str) -> int:
 def test_malformed_yaml_names_file_line_and_parser_message(tree: Path) -> None:
     line = replace_line(tree / NATIVE_FUNCTIONS, "- func: mul.out(", "- func: [mul.out(\n")
     before = snapshot(tree)
-    result = run_codemod("bypass", "mul", "--tree", str(tree))
+    result = run_codemod("bypass", "mul", "--tree", str(tree), "--no-compile")
     assert result.returncode == 2
     assert f"{NATIVE_FUNCTIONS}:{line + 1}: malformed YAML:" in result.stderr  # the parser stops on the next line
     assert snapshot(tree) == before
@@ -239,7 +239,7 @@ def test_malformed_yaml_names_file_line_and_parser_message(tree: Path) -> None:
 def test_an_entry_with_a_key_the_tool_does_not_understand(tree: Path) -> None:
     replace_line(tree / NATIVE_FUNCTIONS, "- func: mul.out(", "- func: mul.out(Tensor self, Tensor other, *, Tensor(a!) out) -> Tensor(a!)\n  frobnicate: True\n")
     before = snapshot(tree)
-    result = run_codemod("bypass", "mul", "--tree", str(tree))
+    result = run_codemod("bypass", "mul", "--tree", str(tree), "--no-compile")
     assert result.returncode == 2
     assert "frobnicate" in result.stderr and "mul.out" in result.stderr
     assert snapshot(tree) == before
@@ -258,7 +258,7 @@ def test_a_file_that_would_not_print_back_byte_identical_is_reported_not_edited(
     original = target.read_bytes()
     target.write_bytes(spoil(original))
     before = snapshot(tree)
-    result = run_codemod("bypass", "mul", "--tree", str(tree))
+    result = run_codemod("bypass", "mul", "--tree", str(tree), "--no-compile")
     assert result.returncode == 2
     assert message.format(original.count(b"\n") + 1) in result.stderr
     assert snapshot(tree) == before
@@ -287,7 +287,7 @@ def test_a_read_only_file_is_refused_before_anything_is_written(tree: Path) -> N
     target = tree / BINARY_OPS
     target.chmod(0o444)  # root may still write it: the tool checks the mode bits too
     before = snapshot(tree)
-    result = run_codemod("bypass", "mul", "--tree", str(tree))
+    result = run_codemod("bypass", "mul", "--tree", str(tree), "--no-compile")
     assert result.returncode == 2
     assert f"{target}: not writable" in result.stderr
     assert snapshot(tree) == before
@@ -300,7 +300,7 @@ def test_an_immutable_file_is_refused_before_anything_is_written(tree: Path) -> 
         pytest.skip("chattr +i is not supported here")
     try:
         before = snapshot(tree)
-        result = run_codemod("bypass", "mul", "--tree", str(tree))
+        result = run_codemod("bypass", "mul", "--tree", str(tree), "--no-compile")
         assert result.returncode == 2
         assert f"{target}: not writable" in result.stderr
         assert snapshot(tree) == before

@@ -132,13 +132,15 @@ def main(quiet: bool, verbose: bool) -> None:
 @click.option("--patch", "patch_file", type=click.Path(dir_okay=False, path_type=Path), help="Also write the patch to this file.")
 @click.option("--no-verify", is_flag=True, help="Skip verification: the compile before applying and the tree's codegen after.")
 @click.option("--no-build", is_flag=True, help="Skip only the compile (against the installed libtorch) and its checks.")
+@click.option("--no-compile", is_flag=True,
+              help="Skip only g++ on the edited sources after applying (the codegen still runs); said as not compiled.")
 @click.option("--check", is_flag=True, help="Write nothing; exit 1 unless planning OP again after the bypass finds nothing to do.")
 @click.option("--guarded", is_flag=True, help="Keep the dispatcher, autograd and every kernel; take the CPU kernel directly only when that is safe.")
 @click.option("--interactive", "-i", is_flag=True, help="Review each hunk (y/n/a/q); the accepted ones are applied together at the end.")
 @JSON_OPTION
 def bypass(
     op_names: tuple[str, ...], tree_root: Path, hot_report: Path | None, top: int, dry_run: bool, patch_file: Path | None,
-    no_verify: bool, no_build: bool, check: bool, guarded: bool, interactive: bool, as_json: bool,
+    no_verify: bool, no_build: bool, no_compile: bool, check: bool, guarded: bool, interactive: bool, as_json: bool,
 ) -> None:
     """Make each OP (mul, div, ...) call its CPU kernel without the dispatcher; several ops are applied in one
     transaction and verified together."""
@@ -192,7 +194,7 @@ def bypass(
             if applied and not no_verify:
                 step = "verify: the tree's ATen and autograd codegen, then g++ on the edited sources"
                 with progress.step(step), _timed(seconds, "verify"):
-                    verification = verify(tree, *plans)
+                    verification = verify(tree, *plans, compile=not no_compile)
                 verified, unchecked = verification.verified, verification.unchecked
                 for line in verified:
                     _say(f"verified: {line}")
