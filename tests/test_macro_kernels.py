@@ -157,7 +157,7 @@ def test_lerp_keeps_its_meta_and_its_native_struct(tree: Path, tmp_path: Path) -
     shutil.copytree(tree, tmp_path / "applied")
     applied = run_codemod("bypass", "lerp", "--tree", str(tmp_path / "applied"), "--no-build", "--no-verify")
     assert applied.returncode == 0, applied.stderr
-    lerp = (tmp_path / "applied" / NATIVE_SOURCES / "Lerp.cpp").read_text()
+    lerp = " ".join((tmp_path / "applied" / NATIVE_SOURCES / "Lerp.cpp").read_text().split())  # as clang-format may wrap
     for overload in ("Scalar", "Tensor"):
         meta = f"struct TORCH_API structured_lerp_{overload} : public TensorIteratorBase {{"
         native = f"struct TORCH_API structured_lerp_{overload} : public at::meta::structured_lerp_{overload} {{"
