@@ -109,7 +109,7 @@ def test_a_closed_pipe_never_fails_the_work(tree: Path) -> None:
     assert run_codemod("bypass", "mul", "--tree", str(tree), "--no-verify").returncode == 0
     shell = f"set -o pipefail; {' '.join(CODEMOD)} revert mul --tree {tree} 2>&1 | head -1"
     piped = subprocess.run(["bash", "-c", shell], capture_output=True, text=True, cwd=REPO, env=ENV)
-    assert piped.returncode == 0 and piped.stdout.startswith("reverted mul: 10 files"), piped.stderr
+    assert piped.returncode == 0 and piped.stdout.startswith("reverted mul (plain): 10 files"), piped.stderr
     assert journal.load(locate(tree), "mul") is None
     for _ in range(3):  # the reader is gone before codemod writes its first byte
         gone = subprocess.Popen([*CODEMOD, "status", "--tree", str(tree)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, cwd=REPO, env=ENV)
@@ -153,7 +153,7 @@ def test_git_status_shows_only_the_edited_files_and_nothing_after_revert(tree: P
     git("commit", "-qm", "tree")
     assert run_codemod("bypass", "mul", "--tree", str(tree), "--no-verify").returncode == 0
     changed = git("status", "--porcelain", "--untracked-files=all").splitlines()
-    assert len(changed) == 9 and all(line.startswith(" M ") for line in changed), changed
+    assert len(changed) == 10 and all(line.startswith(" M ") for line in changed), changed
     assert (tree / ".codemod/.gitignore").read_text() == "*\n"
     assert run_codemod("revert", "mul", "--tree", str(tree)).returncode == 0
     assert git("status", "--porcelain", "--untracked-files=all") == "" and not (tree / ".codemod").exists()
@@ -189,8 +189,8 @@ def _users_lines(lines: list[str]) -> list[str]:
 
 def test_bench_reports_median_and_interquartile_range_and_flags_noise(target_tree: Path) -> None:
     pyplot = bench.pyplot()
-    executable = build.build(locate(target_tree), "mul").executable
-    rows = bench.wall_times(executable, (2, 4096))
+    built = build.build(locate(target_tree), "mul")
+    rows = bench.wall_times(built.executable, (2, 4096))
     for row in rows:
         for path in bench.PATHS:
             assert len(row[f"{path}_rounds_ns"]) == row["rounds"]
@@ -198,7 +198,7 @@ def test_bench_reports_median_and_interquartile_range_and_flags_noise(target_tre
         overlap = row["dispatch_q1_ns"] <= row["bypass_q3_ns"] and row["bypass_q1_ns"] <= row["dispatch_q3_ns"]
         assert row["within_noise"] is overlap
     noisy = {**rows[0], "dispatch_q3_ns": rows[0]["bypass_q3_ns"] * 2, "dispatch_q1_ns": 0.0, "within_noise": True}
-    table = bench.table("mul", [noisy, rows[1]], {p: {"profiler_events": [], "grad_fn": None} for p in bench.PATHS}, None)
+    table = bench.table("mul", [noisy, rows[1]], {p: {"profiler_events": [], "grad_fn": None} for p in bench.PATHS}, None, built.timed_call)
     assert "median [interquartile range]" in table and " ~noise" in table.splitlines()[3]
     assert "interquartile ranges overlap at this size" in table
     figure = bench.figure("mul", rows, pyplot)
