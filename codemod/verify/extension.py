@@ -26,7 +26,8 @@ TO_SCALAR = """\
 at::Scalar to_scalar(py::handle value) {
   if (py::isinstance<py::bool_>(value)) return value.cast<bool>();
   if (py::isinstance<py::int_>(value)) return value.cast<int64_t>();
-  if (PyComplex_Check(value.ptr())) return c10::complex<double>(value.cast<std::complex<double>>());
+  if (PyComplex_Check(value.ptr()))  // read through CPython: pybind11's complex caster needs pybind11/complex.h
+    return c10::complex<double>(PyComplex_RealAsDouble(value.ptr()), PyComplex_ImagAsDouble(value.ptr()));
   return value.cast<double>();
 }"""
 
