@@ -18,7 +18,6 @@ bypass: the gate `bypass OP --guarded` passes before it writes anything.
 """
 from __future__ import annotations
 
-import dataclasses
 import re
 from types import ModuleType
 
@@ -27,7 +26,7 @@ from codemod.model.tree import Tree
 from codemod.plan import guarded as plan_guarded
 from codemod.plan.plan import op_entries
 from codemod.verify import bypass_ext, extension
-from codemod.verify.build import Built, GuardedApi, Parameter, bypassed_or_current, compile_source, parameters
+from codemod.verify.build import Built, GuardedApi, Parameter, bypassed_or_current, compile_harness, parameters
 from codemod.verify.build import render as harness_source
 
 METHOD_PREFIX = "method_"
@@ -80,9 +79,7 @@ def build(tree: Tree, op: str, capture: Capture) -> Built:
     """`codemod build`'s harness with the guarded definitions as the bypass path, compiled: the same checks
     against `at::OP` as the plain bypass passes (build.run_checks), before `bypass --guarded` writes them."""
     guarded = GuardedApi(guarded_source(capture), ext_namespace(op), METHOD_PREFIX)
-    harness = harness_source(capture, op_entries(tree, op).groups, guarded)
-    built = compile_source(harness.source, name=f"guarded-{op}")
-    return dataclasses.replace(built, cpp_checks=bool(harness.cpp_checked), timed_call=harness.timed.shown)
+    return compile_harness(harness_source(capture, op_entries(tree, op).groups, guarded), f"guarded-{op}")
 
 
 def render(capture: Capture, module_name: str) -> str:

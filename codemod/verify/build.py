@@ -517,6 +517,12 @@ def render(capture: Capture, groups: tuple[OpGroup, ...], guarded: GuardedApi | 
     return Harness(text, harness_groups, timed)
 
 
+def compile_harness(harness: Harness, name: str) -> Built:
+    """HARNESS compiled, with whether it has C++ checks and the call it times."""
+    built = compile_source(harness.source, name=name)
+    return dataclasses.replace(built, cpp_checks=bool(harness.cpp_checked), timed_call=harness.timed.shown)
+
+
 def build(tree: Tree, op: str, captured: Capture | None = None) -> Built:
     """Raises VerificationFailed naming, for each compiler error in the scaffolding, the file:line of the
     tree where `codemod bypass OP` splices that line. CAPTURED: the plan's capture, when there is one."""
@@ -524,8 +530,7 @@ def build(tree: Tree, op: str, captured: Capture | None = None) -> Built:
     harness = render(capture, entries.groups)
     source = harness.source
     try:
-        built = compile_source(source, name=op)
-        return dataclasses.replace(built, cpp_checks=bool(harness.cpp_checked), timed_call=harness.timed.shown)
+        return compile_harness(harness, op)
     except CompileFailed as failed:
         spliced = spliced_errors(tree, capture, source, failed.errors)
         if not spliced:
