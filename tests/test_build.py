@@ -18,7 +18,7 @@ from codemod.model.errors import VerificationFailed
 from codemod.model.tree import locate
 from codemod.plan import cpp as plan_cpp
 from codemod.plan.plan import op_entries
-from codemod.verify import build
+from codemod.verify import build, captured, checks, compiler, harness, signature
 from tests.conftest import OUTPUT_SCHEMA, run_codemod
 
 
@@ -36,15 +36,15 @@ def cache(tmp_path_factory: pytest.TempPathFactory):
 
 
 @pytest.fixture(scope="module")
-def built(cache: Path, target_tree: Path) -> build.Built:
+def built(cache: Path, target_tree: Path) -> compiler.Built:
     result = build.build(locate(target_tree), "mul")
     assert not result.cached
     return result
 
 
-def test_extension_holds_the_bypass_scaffolding_verbatim_in_its_own_namespace(built: build.Built, target_tree: Path) -> None:
+def test_extension_holds_the_bypass_scaffolding_verbatim_in_its_own_namespace(built: compiler.Built, target_tree: Path) -> None:
     tree = locate(target_tree)
-    capture = build.capture_for(tree, "mul", op_entries(tree, "mul"))
+    capture = captured.capture_for(tree, "mul", op_entries(tree, "mul"))
     source = built.source.read_text()
     assert plan_cpp.scaffolding(capture) in source
     assert "namespace codemod_ext_mul {" in source
@@ -53,8 +53,8 @@ def test_extension_holds_the_bypass_scaffolding_verbatim_in_its_own_namespace(bu
         assert struct.text not in source
 
 
-def test_bypass_agrees_with_the_dispatcher(built: build.Built) -> None:
-    checked = build.run_checks(built.executable)
+def test_bypass_agrees_with_the_dispatcher(built: compiler.Built) -> None:
+    checked = checks.run_checks(built.executable)
     assert checked.ok, checked.output
     for case in ("float32", "float64", "int64", "bool", "complex64", "broadcast", "promotion", "non-contiguous",
                  "channels-last", "0-dim", "empty", "out= wrong dtype", "out= resize", "in-place broadcasts self"):
@@ -69,23 +69,23 @@ def test_harness_passes_extra_arguments_from_the_captured_signatures(target_tree
     tree = locate(target_tree)
     sub, div = (op_entries(tree, op) for op in ("sub", "div"))
     (group,) = sub.groups
-    calls = build.harness_group(build.capture_for(tree, "sub", sub), group)
+    calls = harness.harness_group(captured.capture_for(tree, "sub", sub), group)
     assert calls.functional == "sub.Tensor"
-    assert calls.extras == (build.Parameter("alpha", "at::Scalar", "1"),)
+    assert calls.extras == (signature.Parameter("alpha", "at::Scalar", "1"),)
     assert calls.calls == (
         "at::sub(self, other, x.alpha)", "codemod_ext_sub::sub(self, other, x.alpha)",
         "at::sub_outf(self, other, x.alpha, out)", "codemod_ext_sub::sub_out(self, other, x.alpha, out)",
         "self.sub_(other, x.alpha)", "codemod_ext_sub::sub_(self, other, x.alpha)",
     )
     # div's second group: rounding_mode has no default; an optional starts unset
-    mode = build.harness_group(build.capture_for(tree, "div", div), div.groups[1])
+    mode = harness.harness_group(captured.capture_for(tree, "div", div), div.groups[1])
     assert mode.functional == "div.Tensor_mode"
-    assert mode.extras == (build.Parameter("rounding_mode", "::std::optional<c10::string_view>", "::std::nullopt"),)
+    assert mode.extras == (signature.Parameter("rounding_mode", "::std::optional<c10::string_view>", "::std::nullopt"),)
 
 
 @pytest.mark.parametrize("op", ["sub", "add"])  # add: the ufunc-generated kernel (structured_ufunc_add_CPU)
 def test_ops_with_alpha_agree_with_the_dispatcher(cache: Path, op: str, target_tree: Path) -> None:
-    checked = build.run_checks(build.build(locate(target_tree), op).executable)
+    checked = checks.run_checks(build.build(locate(target_tree), op).executable)
     assert checked.ok, checked.output
     for variant in ("", ", alpha=2", ", alpha=0.5"):
         for form in ("functional", "out= (resized)", "in-place"):
@@ -95,7 +95,7 @@ def test_ops_with_alpha_agree_with_the_dispatcher(cache: Path, op: str, target_t
 
 
 def test_div_agrees_with_the_dispatcher_in_both_groups(cache: Path, target_tree: Path) -> None:
-    checked = build.run_checks(build.build(locate(target_tree), "div").executable)
+    checked = checks.run_checks(build.build(locate(target_tree), "div").executable)
     assert checked.ok, checked.output
     # bool / bool divides 0 by 0 somewhere: NaN on both paths counts as equal
     assert "ok   bool [3,4] functional  (Float[3, 4]" in checked.output
@@ -104,13 +104,13 @@ def test_div_agrees_with_the_dispatcher_in_both_groups(cache: Path, target_tree:
     assert 'ok   int64 [3,4], div.Tensor_mode, rounding_mode="floor" functional  (Long[3, 4]' in checked.output
 
 
-def test_profiler_and_autograd_see_the_dispatcher_path_only(built: build.Built) -> None:
+def test_profiler_and_autograd_see_the_dispatcher_path_only(built: compiler.Built) -> None:
     observed = bench.observe(built.executable)
     assert observed["dispatch"] == {"profiler_events": ["aten::mul"], "requires_grad": True, "grad_fn": "MulBackward0"}
     assert observed["bypass"] == {"profiler_events": [], "requires_grad": False, "grad_fn": None}
 
 
-def test_callgrind_call_paths_show_what_only_the_dispatcher_runs(built: build.Built, tmp_path: Path) -> None:
+def test_callgrind_call_paths_show_what_only_the_dispatcher_runs(built: compiler.Built, tmp_path: Path) -> None:
     calls = 20
     with ThreadPoolExecutor(len(bench.PATHS)) as pool:  # valgrind loading libtorch dominates: run both at once
         texts = pool.map(lambda path: bench.callgrind_run(built.executable, path, calls, tmp_path, True), bench.PATHS)
@@ -140,7 +140,7 @@ def test_short_names_drop_templates_parameters_and_return_types() -> None:
     assert bench.short_name("c10::TensorImpl::requires_grad() const") == "c10::TensorImpl::requires_grad"
 
 
-def test_second_build_is_a_cache_hit_under_a_second(built: build.Built, target_tree: Path) -> None:
+def test_second_build_is_a_cache_hit_under_a_second(built: compiler.Built, target_tree: Path) -> None:
     started = time.perf_counter()
     again = build.build(locate(target_tree), "mul")
     elapsed = time.perf_counter() - started
@@ -150,7 +150,7 @@ def test_second_build_is_a_cache_hit_under_a_second(built: build.Built, target_t
 
 def test_compile_error_is_a_verification_failure_with_the_compilers_message(cache: Path) -> None:
     with pytest.raises(VerificationFailed) as raised:
-        build.compile_source("int main() { return no_such_name_here; }\n", name="broken")
+        compiler.compile_source("int main() { return no_such_name_here; }\n", name="broken")
     assert "no_such_name_here" in str(raised.value)
     assert raised.value.exit_code == 1
 
@@ -158,14 +158,14 @@ def test_compile_error_is_a_verification_failure_with_the_compilers_message(cach
 def test_compile_error_in_the_scaffolding_names_the_line_the_bypass_splices(cache: Path, tree: Path, target_tree: Path) -> None:
     target = locate(target_tree)
     entries = op_entries(target, "mul")
-    capture = build.capture_for(target, "mul", entries)
-    source = build.render(capture, entries.groups).source
+    capture = captured.capture_for(target, "mul", entries)
+    source = harness.render(capture, entries.groups).source
     scaffolding_at = source.index(plan_cpp.scaffolding(capture))
     broken = source[:scaffolding_at] + source[scaffolding_at:].replace(
         "op.meta(self, other);", "op.meta(self, other, no_such_name_here);", 1
     )
-    with pytest.raises(build.CompileFailed) as raised:
-        build.compile_source(broken, name="broken-mul")
+    with pytest.raises(compiler.CompileFailed) as raised:
+        compiler.compile_source(broken, name="broken-mul")
     (error,) = build.spliced_errors(target, capture, broken, raised.value.errors)
     path, line = error.split(": error: ")[0].strip().rsplit(":", 1)
     assert "no_such_name_here" in error and path == "aten/src/ATen/native/BinaryOps.cpp"
@@ -174,7 +174,7 @@ def test_compile_error_in_the_scaffolding_names_the_line_the_bypass_splices(cach
     assert (tree / path).read_text().splitlines()[int(line) - 1].strip() == "op.meta(self, other);"
 
 
-def test_cli_build_and_bench_json(built: build.Built, target_tree: Path) -> None:
+def test_cli_build_and_bench_json(built: compiler.Built, target_tree: Path) -> None:
     result = run_codemod("build", "mul", "--tree", str(target_tree))
     assert result.returncode == 0, result.stderr
     assert "cache hit" in result.stderr and "0 failed" in result.stderr
@@ -190,7 +190,7 @@ def test_cli_build_and_bench_json(built: build.Built, target_tree: Path) -> None
     assert report["callgrind"] is None
 
 
-def test_cli_build_on_a_checkout_prints_how_to_build_the_checkout(built: build.Built, tree: Path) -> None:
+def test_cli_build_on_a_checkout_prints_how_to_build_the_checkout(built: compiler.Built, tree: Path) -> None:
     assert "setup.py develop" not in run_codemod("build", "mul", "--tree", str(tree), "--no-check").stderr
     (tree / "setup.py").write_text("")
     (tree / "CMakeLists.txt").write_text("")
@@ -199,7 +199,7 @@ def test_cli_build_on_a_checkout_prints_how_to_build_the_checkout(built: build.B
     assert f"cd {tree} && REL_WITH_DEB_INFO=1 USE_PER_OPERATOR_HEADERS=0" in result.stderr
 
 
-def test_cli_bench_plot_writes_a_png(built: build.Built, tmp_path: Path, target_tree: Path) -> None:
+def test_cli_bench_plot_writes_a_png(built: compiler.Built, tmp_path: Path, target_tree: Path) -> None:
     pytest.importorskip("matplotlib")  # the `plot` extra
     png = tmp_path / "mul.png"
     result = run_codemod("bench", "mul", "--tree", str(target_tree), "--no-callgrind", "--size", "2", "--size", "4096",

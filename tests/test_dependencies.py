@@ -9,6 +9,7 @@ import ast
 import importlib.metadata
 import re
 import sys
+
 import tomllib
 
 from tests.conftest import REPO

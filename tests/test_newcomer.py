@@ -19,7 +19,7 @@ from codemod.measure import bench, guarded_ext
 from codemod.model.errors import VerificationFailed
 from codemod.model.tree import NATIVE_SOURCES, TEMPLATES, locate
 from codemod.plan import cpp_format
-from codemod.verify import build
+from codemod.verify import build, captured
 from tests.conftest import FIXTURES, OUTPUT_SCHEMA, REPO, pristine_copy, run_codemod, snapshot
 
 README = (REPO / "README.md").read_text()
@@ -93,10 +93,10 @@ def test_guarded_bypass_is_compiled_and_checked_before_it_is_applied_then_benche
 
 def test_a_guarded_text_that_does_not_compile_fails_the_gate(target_tree: Path) -> None:
     tree = locate(target_tree)
-    _, captured = build.bypassed_or_current(tree, "mul", guarded=True)
+    _, guarded_capture = captured.bypassed_or_current(tree, "mul", guarded=True)
     broken_body = "{ return no_such_fallback(self, other); }"
-    broken = Capture(**{**vars(captured), "functions": tuple(
-        type(f)(**{**vars(f), "body": broken_body}) if f.name == "mul" else f for f in captured.functions
+    broken = Capture(**{**vars(guarded_capture), "functions": tuple(
+        type(f)(**{**vars(f), "body": broken_body}) if f.name == "mul" else f for f in guarded_capture.functions
     )})
     with pytest.raises(VerificationFailed) as raised:
         guarded_ext.build(tree, "mul", broken)

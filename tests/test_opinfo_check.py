@@ -18,7 +18,7 @@ from codemod.cli import catalog
 from codemod.model.errors import VerificationFailed
 from codemod.model.tree import locate
 from codemod.plan.plan import op_entries
-from codemod.verify import build, bypass_ext, opinfo_check, samples
+from codemod.verify import bypass_ext, captured, opinfo_check, samples
 from tests.conftest import OUTPUT_SCHEMA, TARGET_TREE, run_codemod
 
 TREE = locate(TARGET_TREE)
@@ -102,7 +102,7 @@ def test_our_edge_cases_come_on_top() -> None:
 
 
 def test_the_bypass_binds_each_overload_from_its_captured_declaration() -> None:
-    capture = build.capture_for(TREE, "sum", op_entries(TREE, "sum"))
+    capture = captured.capture_for(TREE, "sum", op_entries(TREE, "sum"))
     bound = {b.python_name: b for b in bypass_ext.bound_overloads(capture)}
     assert set(bound) == {"sum_dim_IntList", "sum_IntList_out"}
     assert [p.name for p in bound["sum_IntList_out"].params] == ["self", "dim", "keepdim", "dtype", "out"]
@@ -112,7 +112,7 @@ def test_the_bypass_binds_each_overload_from_its_captured_declaration() -> None:
 @pytest.fixture(scope="session")
 def doctored_cumsum():
     """cumsum's bypass with its functional wrapper computing cumprod instead of calling the structured impl."""
-    capture = build.capture_for(TREE, "cumsum", op_entries(TREE, "cumsum"))
+    capture = captured.capture_for(TREE, "cumsum", op_entries(TREE, "cumsum"))
     wrapper = capture.cpu_wrappers["cumsum"]
     (snippet,) = [s for s in capture.cpu_scaffolding if s.name == wrapper]
     impl_call = re.search(r"op\.impl\([^;]*\);", snippet.text).group(0)

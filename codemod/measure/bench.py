@@ -26,7 +26,8 @@ from pathlib import Path
 
 from codemod.model.errors import BadInput, VerificationFailed
 from codemod.plan.cpp import namespace_name
-from codemod.verify.build import ext_namespace, run_json_lines
+from codemod.verify.checks import run_json_lines
+from codemod.verify.signature import ext_namespace
 
 PATHS = ("dispatch", "bypass")
 SIZES = (1, 2, 16, 256, 4_096, 65_536, 1_048_576)

@@ -1,6 +1,6 @@
 """`codemod bench OP --guarded`: the dispatcher, the plain bypass and the guarded bypass, measured alike.
 
-The program is `codemod build`'s harness (build.render, unchanged: the dispatcher and the plain
+The program is `codemod build`'s harness (harness.render, unchanged: the dispatcher and the plain
 bypass paths) with the guarded `at::OP` appended, rendered by guarded_ext from plan_guarded's text,
 and a `main` that adds the third path to `time` and `calls` and hands every other mode to the
 harness. Callgrind counts instructions per call as for the plain bypass; the guard's worth is
@@ -15,7 +15,7 @@ from pathlib import Path
 from codemod.measure import bench, guarded_ext
 from codemod.model.errors import VerificationFailed
 from codemod.model.tree import Tree
-from codemod.verify import build
+from codemod.verify import captured, checks, compiler, harness
 
 PATHS = ("dispatch", "bypass", "guarded")
 GOAL = 0.85  # issue 7: the guard removes at least 85% of what the dispatcher costs per call
@@ -74,23 +74,23 @@ int main(int argc, char** argv) {
 
 
 def render(tree: Tree, op: str) -> str:
-    entries, capture = build.bypassed_or_current(tree, op)
-    harness = build.render(capture, entries.groups)
-    if _HARNESS_MAIN not in harness.source:
-        raise VerificationFailed(f"{build.HARNESS_TEMPLATE}: no `{_HARNESS_MAIN}` to hand the harness's modes to")
-    guarded_capture = build.bypassed_or_current(tree, op, guarded=True)[1]
-    dispatcher_call = harness.timed.dispatcher_call  # "at::mul(s.self, s.other)"
+    entries, capture = captured.bypassed_or_current(tree, op)
+    plain = harness.render(capture, entries.groups)
+    if _HARNESS_MAIN not in plain.source:
+        raise VerificationFailed(f"{harness.HARNESS_TEMPLATE}: no `{_HARNESS_MAIN}` to hand the harness's modes to")
+    guarded_capture = captured.bypassed_or_current(tree, op, guarded=True)[1]
+    dispatcher_call = plain.timed.dispatcher_call  # "at::mul(s.self, s.other)"
     appended = (
         _APPENDED.replace("@OP@", op)
         .replace("@GUARDED@", guarded_ext.guarded_source(guarded_capture))
         .replace("@GUARDED_CALL@", guarded_ext.ext_namespace(op) + "::" + dispatcher_call.removeprefix("at::"))
     )
-    return harness.source.replace(_HARNESS_MAIN, "int harness_main(int argc, char** argv) {") + appended
+    return plain.source.replace(_HARNESS_MAIN, "int harness_main(int argc, char** argv) {") + appended
 
 
 def measure(tree: Tree, op: str, sizes: tuple[int, ...], callgrind: bool) -> dict:
-    built = build.compile_source(render(tree, op), name=f"guarded-bench-{op}")
-    times = build.run_json_lines([str(built.executable), "time", *map(str, sizes)])
+    built = compiler.compile_source(render(tree, op), name=f"guarded-bench-{op}")
+    times = checks.run_json_lines([str(built.executable), "time", *map(str, sizes)])
     counts = instructions(built.executable, op) if callgrind else None
     return {"op": op, "executable": str(built.executable), "wall": times, "callgrind": counts}
 

@@ -26,8 +26,12 @@ from codemod.model.tree import Tree
 from codemod.plan import guarded as plan_guarded
 from codemod.plan.plan import op_entries
 from codemod.verify import bypass_ext, extension
-from codemod.verify.build import Built, GuardedApi, Parameter, bypassed_or_current, compile_harness, parameters
-from codemod.verify.build import render as harness_source
+from codemod.verify.build import compile_harness
+from codemod.verify.captured import bypassed_or_current
+from codemod.verify.compiler import Built
+from codemod.verify.harness import GuardedApi
+from codemod.verify.harness import render as harness_source
+from codemod.verify.signature import Parameter, parameters
 
 METHOD_PREFIX = "method_"
 # `Tensor::mul_(` with or without parameters after it: the method's name and whether it has any.
@@ -77,7 +81,7 @@ def guarded_source(capture: Capture) -> str:
 
 def build(tree: Tree, op: str, capture: Capture) -> Built:
     """`codemod build`'s harness with the guarded definitions as the bypass path, compiled: the same checks
-    against `at::OP` as the plain bypass passes (build.run_checks), before `bypass --guarded` writes them."""
+    against `at::OP` as the plain bypass passes (checks.run_checks), before `bypass --guarded` writes them."""
     guarded = GuardedApi(guarded_source(capture), ext_namespace(op), METHOD_PREFIX)
     return compile_harness(harness_source(capture, op_entries(tree, op).groups, guarded), f"guarded-{op}")
 

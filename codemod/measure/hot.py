@@ -26,7 +26,7 @@ from codemod.measure import guarded_bench, profile_script
 from codemod.model.errors import BadInput, CodemodError
 from codemod.model.native_yaml import op_name
 from codemod.model.tree import Tree
-from codemod.verify import build
+from codemod.verify import cache, compiler
 
 MODES = ("plain", "guarded")
 _CPU_CATEGORIES = {"cpu_op", "user_annotation", "python_function"}
@@ -211,10 +211,10 @@ def per_call_cost(tree: Tree, op: str) -> dict:
     """Callgrind instructions per call of at::OP through the dispatcher, the plain bypass and the guarded bypass
     (guarded_bench's harness), measured once per op and torch version and cached in the build cache."""
     version = importlib.metadata.version("torch")
-    cached = build.cache_dir() / f"hot-cost-{op}-torch-{version}.json"
+    cached = cache.cache_dir() / f"hot-cost-{op}-torch-{version}.json"
     if cached.is_file():
         return json.loads(cached.read_text())
-    built = build.compile_source(guarded_bench.render(tree, op), name=f"guarded-bench-{op}")
+    built = compiler.compile_source(guarded_bench.render(tree, op), name=f"guarded-bench-{op}")
     per_call = guarded_bench.instructions(built.executable, op)["per_call"]
     cost = {"torch": version, **{path: round(per_call[path], 1) for path in guarded_bench.PATHS}}
     cached.parent.mkdir(parents=True, exist_ok=True)

@@ -20,15 +20,9 @@ from codemod.model.errors import BadInput
 from codemod.model.tree import Tree
 from codemod.plan import cpp as plan_cpp
 from codemod.verify import extension
-from codemod.verify.build import (
-    VIEW_STORAGE,
-    Parameter,
-    bypassed_or_current,
-    ext_namespace,
-    harness_includes,
-    parameters,
-    plain_type,
-)
+from codemod.verify.captured import bypassed_or_current
+from codemod.verify.harness import harness_includes
+from codemod.verify.signature import VIEW_STORAGE, Parameter, ext_namespace, parameters, plain_type, python_name
 
 # A parameter's type (as declared, without const and &) -> the type the binding takes from Python, and how
 # the taken value `{}` is passed on. pybind11 (with torch's casters) converts the rest by value.
@@ -53,11 +47,6 @@ class Bound:
     python_name: str
     callee: str
     params: tuple[Parameter, ...]
-
-
-def python_name(overload: str) -> str:
-    """The overload's function in the extension: "sum.dim_IntList" is `sum_dim_IntList`."""
-    return overload.replace(".", "_")
 
 
 def bound_overloads(capture: Capture) -> list[Bound]:

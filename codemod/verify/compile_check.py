@@ -38,7 +38,7 @@ from codemod.model import exact_text, native_yaml, progress
 from codemod.model.errors import BadInput, VerificationFailed
 from codemod.model.tree import NATIVE_FUNCTIONS, TEMPLATES, Tree
 from codemod.plan.plan import FileChange
-from codemod.verify import build
+from codemod.verify import cache, compiler
 
 SOURCE_SUFFIXES = (".cpp", ".cc", ".cxx")
 JOBS = max(1, min(2, os.cpu_count() or 1))
@@ -119,8 +119,8 @@ def regenerate_headers(tree: Tree, scratch: Path) -> Headers:
     digest = hashlib.sha256()
     for path in sorted(p for p in scratch.rglob("*") if p.is_file()):
         digest.update(path.relative_to(scratch).as_posix().encode() + b"\0" + path.read_bytes())
-    kept = build.cache_dir() / f"headers-{digest.hexdigest()[:20]}"
-    if not kept.is_dir():  # published by one rename, as build.cached_build does
+    kept = cache.cache_dir() / f"headers-{digest.hexdigest()[:20]}"
+    if not kept.is_dir():  # published by one rename, as cache.cached_build does
         kept.parent.mkdir(parents=True, exist_ok=True)
         staged = Path(tempfile.mkdtemp(prefix=f"{kept.name}-", dir=kept.parent))
         shutil.copytree(scratch, staged, dirs_exist_ok=True)
@@ -158,14 +158,14 @@ def slim_tree(tree: Tree) -> str | None:
 
 @functools.lru_cache(maxsize=1)
 def _compiler_identity() -> str:
-    if shutil.which(build.CXX) is None:
-        raise BadInput(f"{build.CXX}: compiler not found (set CXX); verification compiles the edited sources")
-    return subprocess.run([build.CXX, "--version"], capture_output=True, text=True).stdout
+    if shutil.which(compiler.CXX) is None:
+        raise BadInput(f"{compiler.CXX}: compiler not found (set CXX); verification compiles the edited sources")
+    return subprocess.run([compiler.CXX, "--version"], capture_output=True, text=True).stdout
 
 
 def result_key(*inputs: bytes | str) -> str:
     """The cache key of a compile result: INPUTS, the flags, the compiler and the installed torch."""
-    return build._digest(*inputs, "\0".join(FLAGS), _compiler_identity(), importlib.metadata.version("torch"))[:24]
+    return cache.digest(*inputs, "\0".join(FLAGS), _compiler_identity(), importlib.metadata.version("torch"))[:24]
 
 
 def check(
@@ -214,7 +214,7 @@ class _Outcome:
 def _compile(tree: Tree, headers: Headers, source: Source, scratch: Path) -> _Outcome:
     kernel_flags = KERNEL_FLAGS if source.path.startswith(KERNEL_DIR) else ()
     flags = [*FLAGS, *kernel_flags, f"-iquote{tree.path(source.path).parent}", *include_dirs(tree, headers)]
-    record = build.cache_dir() / "syntax" / f"{result_key(source.path, source.text, headers.digest)}.json"
+    record = cache.cache_dir() / "syntax" / f"{result_key(source.path, source.text, headers.digest)}.json"
     clean = _clean_record(record, tree)
     if clean is not None:
         return _Outcome(source, cached=True, generated_read=tuple(clean["generated_headers"]))
@@ -222,7 +222,7 @@ def _compile(tree: Tree, headers: Headers, source: Source, scratch: Path) -> _Ou
     copy.parent.mkdir(parents=True, exist_ok=True)
     copy.write_bytes(source.text)
     deps = copy.with_suffix(".d")
-    command = [build.CXX, *flags, "-MD", "-MF", str(deps), str(copy)]
+    command = [compiler.CXX, *flags, "-MD", "-MF", str(deps), str(copy)]
     progress.command(command)
     result = subprocess.run(command, capture_output=True, text=True)
     output = result.stderr.replace(f"{scratch}/", "")  # scratch copies are named as the tree's files
@@ -268,7 +268,7 @@ def _dependencies(tree: Tree, headers: Headers, deps_file: Path) -> dict:
 
 
 def _installed_include_dirs() -> list[Path]:
-    torch = build.torch_dir()
+    torch = compiler.torch_dir()
     return [torch / "include", torch / "include/torch/csrc/api/include"]
 
 

@@ -17,7 +17,7 @@ from pathlib import Path
 from types import ModuleType
 
 from codemod.model.errors import VerificationFailed
-from codemod.verify.build import _digest, cached_build, keep_failed
+from codemod.verify.cache import cached_build, digest, keep_failed
 
 CFLAGS = ("-O2",)  # as `codemod build`; torch.utils.cpp_extension adds no optimisation level of its own
 
@@ -38,7 +38,7 @@ def load(stem: str, render: Callable[[str], str]) -> tuple[ModuleType, bool]:
     The module's name is in its source, so the key is taken over the source rendered with STEM."""
     import torch  # noqa: F401  (the extension links against the libraries torch loads)
 
-    key = _digest(render(stem), "\0".join(CFLAGS), importlib.metadata.version("torch"), sys.version)[:16]
+    key = digest(render(stem), "\0".join(CFLAGS), importlib.metadata.version("torch"), sys.version)[:16]
     name = f"{stem}_{key}"
     built: list[ModuleType] = []
 

@@ -24,7 +24,7 @@ from codemod.model import progress
 from codemod.model.errors import VerificationFailed
 from codemod.model.tree import Tree
 from codemod.verify import bypass_ext, samples
-from codemod.verify.build import bypassed_or_current
+from codemod.verify.captured import bypassed_or_current
 from codemod.verify.samples import Call, Group, Overload
 
 

@@ -29,7 +29,7 @@ from codemod.model import progress
 from codemod.model.errors import CodemodError, VerificationFailed
 from codemod.model.tree import TEMPLATES, Tree, locate
 from codemod.plan.plan import FileChange, Plan, combined_changes, make_plan
-from codemod.verify import build, compile_check
+from codemod.verify import cache, compile_check
 from codemod.verify.compile_check import CompileReport, NotCompiled, Source
 
 _NOT_SOURCES = (".git", STATE_DIR, LOCK_FILE, "__pycache__")
@@ -51,7 +51,7 @@ def check(tree: Tree, plans: Sequence[Plan]) -> CompileReport:
     replayed = [(j.op, j.mode == "guarded") for j in earlier]
     planned = [(p.op, p.guarded) for p in plans]
     files = _overlay_files(tree, [*(f for j in earlier for f in j.files), *changes])
-    record = build.cache_dir() / "overlay" / f"{_key(files, replayed + planned, sources)}.json"
+    record = cache.cache_dir() / "overlay" / f"{_key(files, replayed + planned, sources)}.json"
     if record.is_file():  # the same inputs checked clean before: the same outcome
         with progress.step(f"compile check: the same bypass in {where}, recorded clean from the same inputs"):
             recorded = json.loads(record.read_text())

@@ -21,7 +21,7 @@ from torchgen.model import Argument, BaseTy, BaseType, FunctionSchema, ListType,
 
 from codemod.model.errors import BadInput
 from codemod.model.native_yaml import OpGroup
-from codemod.verify import bypass_ext
+from codemod.verify.signature import python_name
 
 DTYPES = (torch.float32, torch.float64, torch.int64, torch.bool, torch.complex64)
 # Beyond this many combinations of generated values, each argument varies alone from the first combination.
@@ -40,7 +40,7 @@ class Overload:
 
     @property
     def python_name(self) -> str:
-        return bypass_ext.python_name(self.name)
+        return python_name(self.name)
 
     def reference(self):
         """The installed torch's dispatcher entry for this overload: what the bypass must agree with."""

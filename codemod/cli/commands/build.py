@@ -1,0 +1,87 @@
+"""`codemod build OP`: the bypass compiled against the installed libtorch and checked against the dispatcher."""
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import click
+
+from codemod.capture.capture import Capture
+from codemod.cli.options import OP_ARGUMENT, TREE_OPTION, run, say
+from codemod.measure import guarded_ext
+from codemod.model import progress
+from codemod.model.errors import BadInput, VerificationFailed
+from codemod.model.tree import Tree, locate
+from codemod.verify import build as build_step
+from codemod.verify import bypass_ext, checkout, checks
+from codemod.verify.captured import bypassed_or_current
+
+
+@click.command()
+@OP_ARGUMENT
+@TREE_OPTION
+@click.option("--no-check", is_flag=True, help="Only compile; do not run the harness's correctness checks.")
+@click.option("-v", "--verbose", is_flag=True, help="Print every check, not only the failures.")
+@click.option("--checkout", "in_checkout", is_flag=True,
+              help="On a full checkout already built once (build/CMakeCache.txt), run its own incremental build instead.")
+def build(op: str, tree_root: Path, no_check: bool, verbose: bool, in_checkout: bool) -> None:
+    """Compile OP's bypass scaffolding outside libtorch into a checking/timing harness."""
+
+    def action() -> None:
+        tree = locate(tree_root)
+        if not in_checkout:
+            build_and_check(tree, op, check=not no_check, verbose=verbose)
+        elif not checkout.is_checkout(tree):
+            raise BadInput(f"{tree.root} is not a full PyTorch checkout (no setup.py and CMakeLists.txt); drop --checkout")
+        elif checkout.has_build_dir(tree):
+            checkout.build_checkout(tree)
+            say(f"built the checkout: {tree.root}")
+        else:
+            say(f"{tree.root} has not been built yet (no build/CMakeCache.txt); build it with:")
+            say(f"  cd {tree.root} && {checkout.CHECKOUT_BUILD}")
+
+    run(action)
+
+
+def build_and_check(
+    tree: Tree, op: str, check: bool, verbose: bool, captured: Capture | None = None, guarded: bool = False,
+) -> None:
+    """Compile the bypass (or the GUARDED one) against the installed libtorch, as a harness and, plain, as a Python
+    extension (both at once); with CHECK, compare it with the dispatcher: C++ checks for a (self, other) op, OpInfo
+    samples for every op of a plain bypass (exit 1 if they disagree). CAPTURED: the plan's capture; without it,
+    the tree's, or once OP is bypassed the one its journal recorded."""
+    what = "guarded bypass against the installed libtorch (harness)" if guarded else "bypass against the installed libtorch (harness and Python extension)"
+    with progress.step(f"build: compile {op}'s {what}"):
+        if guarded:
+            built, module = guarded_ext.build(tree, op, captured or bypassed_or_current(tree, op, guarded=True)[1]), None
+        else:
+            capture = captured or bypassed_or_current(tree, op)[1]
+            with ThreadPoolExecutor(max_workers=2) as pool:  # two compilers, two cores
+                harness = pool.submit(build_step.build, tree, op, captured)
+                extension = pool.submit(bypass_ext.load, tree, [op], {op: capture})
+                built, (module, _) = harness.result(), extension.result()
+    how = "cache hit" if built.cached else "compiled"
+    say(f"{op}: {how} in {built.seconds:.2f} s: {built.executable}")
+    say(f"  source: {built.source}")
+    if checkout.is_checkout(tree):
+        say(f"  to build the bypassed checkout itself: cd {tree.root} && {checkout.CHECKOUT_BUILD}")
+    if not check:
+        return
+    if built.cpp_checks:
+        checked = checks.run_checks(built.executable)
+        for line in checked.output.splitlines():
+            if verbose or line.startswith("FAIL") or line.startswith("checks:"):
+                say(f"  {line}")
+        if not checked.ok:
+            raise VerificationFailed(f"{op}: the bypass disagrees with the dispatcher ({checked.failed} checks failed)")
+    if module is None:
+        if not built.cpp_checks:
+            say(f"  {op}: the guarded bypass compiles; no C++ checks for this signature (its fast path calls libtorch's own at::cpu:: kernel)")
+        return
+    from codemod.verify import opinfo_check  # imports torch (seconds): only when checking
+
+    report = opinfo_check.check_op(tree, op, capture, module)
+    say(f"  {report.summary()}")
+    for failure in report.failures[:10]:
+        say(f"  FAIL {failure}")
+    report.require_ok()

@@ -1,0 +1,225 @@
+"""`codemod bypass OP...`: plan, review, compile and check, apply in one transaction, verify."""
+from __future__ import annotations
+
+import contextlib
+import json
+import time
+from pathlib import Path
+
+import click
+
+from codemod.apply import journal, lock, patch, scratch
+from codemod.cli import report, review
+from codemod.cli.commands.build import build_and_check
+from codemod.cli.options import JSON_OPTION, TREE_OPTION, complete_ops, run, say, validated_ops
+from codemod.measure import hot as hot_step
+from codemod.model import op_name, progress
+from codemod.model.errors import BadInput, VerificationFailed
+from codemod.model.tree import Tree, locate
+from codemod.plan.plan import Plan, combined_changes, make_plan
+from codemod.verify import fixed_point
+from codemod.verify.verify import verify
+
+
+@click.command()
+@click.argument("op_names", metavar="OP...", nargs=-1, shell_complete=complete_ops(bypassed=False), callback=validated_ops)
+@TREE_OPTION
+@click.option("--from-hot", "hot_report", type=click.Path(dir_okay=False, path_type=Path),
+              help="Instead of OP: the top bypassable ops of a saved `codemod hot --json` report (see --top).")
+@click.option("--top", type=click.IntRange(min=1), default=1, show_default=True,
+              help="With --from-hot: how many ops, by estimated saving in this mode (plain, or --guarded).")
+@click.option("--dry-run", is_flag=True, help="Print the patch on stdout; write nothing.")
+@click.option("--patch", "patch_file", type=click.Path(dir_okay=False, path_type=Path), help="Also write the patch to this file.")
+@click.option("--no-verify", is_flag=True, help="Skip verification: the compile before applying and the tree's codegen after.")
+@click.option("--no-build", is_flag=True, help="Skip only the compile (against the installed libtorch) and its checks.")
+@click.option("--no-compile", is_flag=True,
+              help="Skip only g++ on the edited sources after applying (the codegen still runs); said as not compiled.")
+@click.option("--check", is_flag=True, help="Write nothing; exit 1 unless planning OP again after the bypass finds nothing to do.")
+@click.option("--guarded", is_flag=True, help="Keep the dispatcher, autograd and every kernel; take the CPU kernel directly only when that is safe.")
+@click.option("--interactive", "-i", is_flag=True, help="Review each hunk (y/n/a/q); the accepted ones are applied together at the end.")
+@JSON_OPTION
+def bypass(
+    op_names: tuple[str, ...], tree_root: Path, hot_report: Path | None, top: int, dry_run: bool, patch_file: Path | None,
+    no_verify: bool, no_build: bool, no_compile: bool, check: bool, guarded: bool, interactive: bool, as_json: bool,
+) -> None:
+    """Make each OP (mul, div, ...) call its CPU kernel without the dispatcher; several ops are applied in one
+    transaction and verified together."""
+
+    def action() -> None:
+        nonlocal op_names
+        if bool(op_names) == (hot_report is not None):
+            raise BadInput("give OP... or --from-hot REPORT.json, one of the two")
+        if hot_report is not None:
+            op_names = _ops_from_hot(hot_report, "guarded" if guarded else "plain", top)
+        tree = locate(tree_root)
+        if patch_file is not None:
+            _refuse_patch_into_state(tree, patch_file)
+        ops = list(dict.fromkeys(op_names))
+        if len(ops) > 1 and (interactive or check or as_json):
+            raise BadInput("-i, --check and --json take one op: run them one op at a time")
+        with contextlib.nullcontext() if dry_run or check else lock.held(tree):
+            ops = [op for op in ops if not _already_bypassed(tree, op, "guarded" if guarded else "plain", as_json)]
+            if not ops:
+                return
+            seconds: dict[str, float] = {}
+            with _timed(seconds, "plan"):
+                plans = _plans(tree, ops, guarded)
+            if interactive:
+                say(f"review: {review.ANSWERS}")
+                try:
+                    plans = [review.review(plans[0], _ask, _refuse)]
+                except review.Quit:
+                    say("quit: nothing written")
+                    return
+            diff = patch.render(combined_changes(plans))
+            if patch_file is not None:
+                _write_patch(patch_file, diff, ' '.join(ops))
+            verified: list[str] = []
+            unchecked: list[str] = []
+            if check:
+                _check_fixed_point(tree, plans[0])
+            elif dry_run and not as_json:
+                click.echo(diff, nl=False)
+            elif not dry_run:
+                if not (no_verify or no_build):  # before writing: a bypass that does not compile is not applied
+                    with _timed(seconds, "build"):
+                        for plan in plans:
+                            build_and_check(tree, plan.op, check=True, verbose=False, captured=plan.capture, guarded=plan.guarded)
+                with _timed(seconds, "apply"):
+                    journal.apply(tree, plans)
+            applied = not (dry_run or check)
+            if not check:
+                for plan in plans:
+                    _summary(tree, plan, applied)
+            if applied and not no_verify:
+                step = "verify: the tree's ATen and autograd codegen, then g++ on the edited sources"
+                with progress.step(step), _timed(seconds, "verify"):
+                    verification = verify(tree, *plans, compile=not no_compile)
+                verified, unchecked = verification.verified, verification.unchecked
+                for line in verified:
+                    say(f"verified: {line}")
+                for line in unchecked:
+                    say(f"not compiled: {line}")
+            if as_json:
+                click.echo(report.dumps(report.bypass(
+                    plans[0], applied=applied, verified=verified, unchecked=unchecked, seconds=seconds, diff=diff if dry_run else None,
+                )))
+
+    run(action, "bypass" if as_json else None)
+
+
+def _write_patch(patch_file: Path, diff: str, op: str) -> None:
+    """Before anything is applied: a patch that cannot be written stops the bypass with nothing written."""
+    try:
+        patch_file.write_text(diff)
+    except OSError as error:
+        why = error.strerror if patch_file.parent.is_dir() else f"no directory {patch_file.parent}"
+        raise BadInput(f"{patch_file}: cannot write the patch of `bypass {op}` ({why}); nothing was written: pass --patch a writable file")
+
+
+def _already_bypassed(tree: Tree, op: str, mode: str, as_json: bool) -> bool:
+    """Is OP bypassed already? Said, in which mode; in the other mode it is refused (revert it first)."""
+    existing = journal.load(tree, op)
+    if existing is None:
+        return False
+    if existing.mode != mode:
+        raise BadInput(
+            f"{op} is already bypassed in {existing.mode} mode in {tree.root} (see {journal.JOURNAL_DIR}/{op}.json); "
+            f"to bypass it {mode}, run `codemod revert {op} --tree {tree.root}` first; nothing was written"
+        )
+    say(f"{op} is already bypassed ({existing.mode}) in {tree.root} (see {journal.JOURNAL_DIR}/{op}.json); nothing to do")
+    if as_json:
+        click.echo(report.dumps(report.already_bypassed(op)))
+    return True
+
+
+def _plans(tree: Tree, ops: list[str], guarded: bool) -> list[Plan]:
+    """Each op planned on the tree as the ops before it leave it (in a scratch copy when there are several)."""
+    if len(ops) == 1:
+        return [make_plan(tree, ops[0], guarded)]
+    plans = []
+    with scratch.copy_of(tree, "codemod-bypass-") as planned:
+        for op in ops:
+            plans.append(make_plan(planned, op, guarded))
+            scratch.write(planned, plans[-1].changes)
+    return plans
+
+
+def _refuse_patch_into_state(tree: Tree, patch_file: Path) -> None:
+    """codemod's own state (the journals, the transaction log, the lock) is never a place for a patch."""
+    resolved = patch_file.resolve()
+    for state in (tree.root / journal.JOURNAL_DIR, tree.root / lock.LOCK_FILE):
+        if resolved == state or resolved.is_relative_to(state):
+            raise BadInput(f"--patch {patch_file}: inside {state}, codemod's own state; write the patch elsewhere, nothing was written")
+
+
+def _ops_from_hot(hot_report: Path, mode: str, top: int) -> tuple[str, ...]:
+    """The ops --from-hot picks: the TOP bypassable ones of the report by estimated saving in MODE."""
+    ops = hot_step.top_ops(hot_step.read_report(hot_report, json.loads(report.SCHEMA.read_text())), mode, top)
+    for op in ops:
+        op_name.validated(op)  # a report is input like any other: its names become journal file names
+    say(f"from {hot_report}: top {len(ops)} bypassable op{'s' if len(ops) > 1 else ''} by estimated {mode} saving: {', '.join(ops)}")
+    return tuple(ops)
+
+
+def _ask(hunk: review.Hunk) -> str:
+    if hunk.number == 1:
+        say(click.style(f"--- {hunk.path} ({hunk.of} hunk{'s' if hunk.of > 1 else ''})", bold=True))
+    for line in hunk.diff.splitlines():
+        color = {"+": "green", "-": "red", "@": "cyan"}.get(line[:1])
+        say(click.style(line, fg=color) if color else line)
+    try:
+        return click.prompt(
+            f"apply hunk {hunk.number}/{hunk.of} of {hunk.path}? [y,n,a,q]",
+            type=click.Choice(["y", "n", "a", "q"]), show_choices=False, err=True,
+        )
+    except click.Abort:  # end of input (or Ctrl-C): no answer is not a yes
+        raise BadInput(
+            f"{hunk.path}: no answer for hunk {hunk.number}/{hunk.of} (end of input): quit, nothing written; "
+            "answer every hunk with y, n, a or q"
+        ) from None
+
+
+def _refuse(hunk: review.Hunk) -> None:
+    say(f"hunk {hunk.number}/{hunk.of} of {hunk.path} cannot be left out: {hunk.needed_because}")
+
+
+@contextlib.contextmanager
+def _timed(seconds: dict[str, float], step: str):
+    start = time.monotonic()
+    try:
+        yield
+    finally:
+        seconds[step] = round(time.monotonic() - start, 3)
+
+
+def _check_fixed_point(tree: Tree, plan: Plan) -> None:
+    problem = fixed_point.second_plan_problem(tree, plan)
+    if problem is not None:
+        raise VerificationFailed(f"bypass {plan.op} is not a fixed point: {problem}")
+    say(f"checked: planning {plan.op} again after the bypass finds {', '.join(plan.overloads)} manual, nothing to do")
+
+
+def _summary(tree: Tree, plan: Plan, applied: bool) -> None:
+    verb = "changed" if applied else "would change"
+    say(f"bypass {plan.op} ({', '.join(plan.overloads)}) {verb} {len(plan.changes)} files in {tree.root}:")
+    for row in patch.stat(plan.changes):
+        say(f"  {row.path}  +{row.added} -{row.removed}" + ("  (new file)" if row.created else ""))
+    say(f"{plan.op} loses:")
+    for loss in plan.losses:
+        say(f"  - {loss}")
+    if plan.guarded:
+        say("no caller needs rewriting: at::cpu:: and at::redispatch:: functions are still generated in guarded mode")
+        return
+    to_edit = [leftover for leftover in plan.leftovers if leftover.needs_edit]
+    if to_edit:
+        say("not rewritten (edit by hand):")
+        for leftover in to_edit:
+            say(f"  {leftover}")
+    else:
+        say("every reference to the removed at::cpu:: / at::redispatch:: functions was rewritten")
+    still_dispatched = [leftover for leftover in plan.leftovers if not leftover.needs_edit]
+    if still_dispatched:
+        say("left as they are (they compile; check each still wants what it reaches after the bypass):")
+        for leftover in still_dispatched:
+            say(f"  {leftover}")

@@ -1,0 +1,63 @@
+"""`codemod hot SCRIPT.py`: which aten ops of a run are worth bypassing, by estimated saving."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from codemod.cli import catalog, report
+from codemod.cli.options import JSON_OPTION, TREE_OPTION, run, say
+from codemod.measure import bench as bench_step
+from codemod.measure import hot as hot_step
+from codemod.model import progress
+from codemod.model.errors import BadInput
+from codemod.model.tree import locate
+
+
+@click.command(context_settings={"ignore_unknown_options": True})
+@click.argument("script_and_args", nargs=-1, type=click.UNPROCESSED, metavar="[SCRIPT.py [ARGS]...]")
+@TREE_OPTION
+@click.option("--trace", "trace_file", type=click.Path(dir_okay=False, path_type=Path),
+              help="Read a trace saved with torch.profiler's export_chrome_trace instead of running a script.")
+@JSON_OPTION
+@click.option("--plot", "plot_file", type=click.Path(dir_okay=False, path_type=Path),
+              help="Also write a PNG bar chart of the estimated saving (needs the `plot` extra: matplotlib).")
+@click.option("--no-measure", is_flag=True, help="Skip the per-call costs (callgrind, ~1 min per op the first time): no estimate.")
+def hot(
+    script_and_args: tuple[str, ...], tree_root: Path, trace_file: Path | None, as_json: bool, plot_file: Path | None,
+    no_measure: bool,
+) -> None:
+    """Which aten ops of a run are worth bypassing: run SCRIPT.py ARGS under torch.profiler (or read --trace),
+    count calls and self CPU time per op, say whether the tree can bypass each and how many calls the guard would
+    let through, and rank them by the estimated instructions a bypass saves. Options of codemod's own are taken
+    wherever they stand; put the script's after `--` if they clash."""
+
+    def action() -> None:
+        if bool(script_and_args) == (trace_file is not None):
+            raise BadInput("give SCRIPT.py [ARGS] or --trace TRACE.json, one of the two")
+        tree = locate(tree_root)
+        pyplot = bench_step.pyplot() if plot_file is not None else None
+        if trace_file is not None:
+            trace = hot_step.read_trace(trace_file)
+            source = {"script": None, "args": [], "trace": str(trace_file)}
+        else:
+            script, *args = script_and_args
+            with progress.step(f"profile: {script} under torch.profiler"):
+                trace = hot_step.profile(Path(script), tuple(args))
+            source = {"script": script, "args": args, "trace": None}
+        rows = hot_step.aggregate(trace)
+        statuses = {status.op: status for status in catalog.catalog(tree)}
+        costs = {}
+        for op in hot_step.ops_to_measure(rows, statuses):
+            if no_measure:
+                costs[op] = {"not_measured": "--no-measure"}
+                continue
+            with progress.step(f"cost: {op}'s instructions per call, dispatcher and bypasses (callgrind once per op and torch version)"):
+                costs[op] = hot_step.measured_cost(tree, op)
+        hot_report = hot_step.report(rows, statuses, costs, {**source, "tree": str(tree.root)})
+        if plot_file is not None:
+            hot_step.plot(hot_report, plot_file, pyplot)
+            say(f"plot written to {plot_file}")
+        click.echo(report.dumps(hot_report) if as_json else hot_step.table(hot_report))
+
+    run(action, "hot" if as_json else None)

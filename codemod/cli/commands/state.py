@@ -1,0 +1,51 @@
+"""`codemod status` and `codemod recover`: what the tree's journals and transaction log say."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from codemod.apply import journal, lock, transaction, unjournaled
+from codemod.cli import report
+from codemod.cli.options import JSON_OPTION, TREE_OPTION, run, say
+from codemod.model.tree import locate
+
+
+@click.command()
+@TREE_OPTION
+@JSON_OPTION
+def status(tree_root: Path, as_json: bool) -> None:
+    """Which ops are bypassed, and whether their files still hold what the bypass wrote."""
+
+    def action() -> None:
+        tree = locate(tree_root)
+        everything = journal.bypassed(tree)
+        journals = [(entry, entry.mode, journal.changed_since(tree, entry, everything)) for entry in everything]
+        unrecorded = {op: where for op, where in unjournaled.markers(tree).items() if op not in {j.op for j in everything}}
+        show = say if as_json else click.echo  # the answer goes to stdout, unless the JSON object does
+        if not journals and not unrecorded:
+            show(f"no op is bypassed in {tree.root}")
+        for op, where in unrecorded.items():
+            show(unjournaled.how_to_undo(tree, op, where))
+        for entry, mode, changed in journals:
+            state = f"changed since: {', '.join(changed)}" if changed else "matches the journal"
+            command = f"bypass {entry.op}" + (" --guarded" if mode == "guarded" else "")
+            show(f"{entry.op} ({', '.join(entry.overloads)}): {mode} (`{command}`), {len(entry.files)} files, {state}")
+        if as_json:
+            click.echo(report.dumps(report.status(tree.root, journals)))
+
+    run(action, "status" if as_json else None)
+
+
+@click.command()
+@TREE_OPTION
+def recover(tree_root: Path) -> None:
+    """Finish a bypass or revert that was killed half-way (or drop it if it had not committed)."""
+
+    def action() -> None:
+        tree = locate(tree_root)
+        with lock.held(tree):
+            finished = transaction.recover(tree.root)
+        say(f"recovered: finished `codemod {finished.command}`" if finished else f"nothing to recover in {tree.root}")
+
+    run(action, finishes_transactions=True)

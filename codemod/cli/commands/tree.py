@@ -1,0 +1,37 @@
+"""`codemod tree from-torch DEST`: a PyTorch-layout tree from the installed torch (or another release's torchgen)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from codemod.capture import fromtorch
+from codemod.cli.options import run, say
+
+
+@click.group()
+def tree() -> None:
+    """Trees to run codemod on."""
+
+
+@tree.command("from-torch")
+@click.argument("dest", type=click.Path(file_okay=False, path_type=Path))
+@click.option(
+    "--sources", type=click.Path(file_okay=False, path_type=Path), default=fromtorch.REPO_TARGET_TREE, show_default=True,
+    help="The native .cpp sources and callers to add (the wheel ships none).",
+)
+@click.option(
+    "--torchgen", "torchgen_from", type=click.Path(exists=True, path_type=Path), default=None,
+    help="Take torchgen and its packaged inputs from this torch .whl (pip download --no-deps torch==X) "
+    "or torchgen directory instead of the installed torch.",
+)
+def from_torch(dest: Path, sources: Path, torchgen_from: Path | None) -> None:
+    """Write a PyTorch-layout tree at DEST from the installed torch 2.13.0 (or --torchgen's release): its yaml,
+    templates, torchgen and autograd codegen, plus the native sources of SOURCES."""
+
+    def action() -> None:
+        fromtorch.write_tree_from_torch(dest, sources, torchgen_from)
+        origin = torchgen_from or "the installed torch"
+        say(f"wrote a PyTorch-layout tree from {origin} at {dest} (native sources from {sources})")
+
+    run(action)
