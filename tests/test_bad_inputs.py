@@ -17,7 +17,7 @@ import pytest
 
 from codemod.apply import transaction
 from codemod.apply.lock import LOCK_FILE
-from codemod.model.tree import DERIVATIVES, NATIVE_FUNCTIONS
+from codemod.model.tree import DERIVATIVES, NATIVE_FUNCTIONS, NATIVE_SOURCES
 from tests.conftest import OUTPUT_SCHEMA, REPO, TARGET_TREE, run_codemod, snapshot
 
 FAST = ("--no-build", "--no-verify")  # the refusals under test come before the compile and the codegen
@@ -88,16 +88,41 @@ def test_every_command_but_recover_refuses_while_a_transaction_is_unfinished(tre
     assert "mul (mul.Tensor, mul_.Tensor, mul.out): plain (`bypass mul`), " in status and ", matches the journal" in status
 
 
-@pytest.mark.parametrize("target", ["missing-directory/mul.patch", "/proc/version"])
-def test_a_patch_that_cannot_be_written_stops_the_bypass_before_anything_is_written(tree: Path, tmp_path: Path, target: str) -> None:
-    patch = target if target.startswith("/") else str(tmp_path / target)
+# Issue 18, item 4: the patch goes to a new file or over an earlier patch, outside the tree, and only at the end.
+@pytest.mark.parametrize("target, why", [
+    ("missing-directory/mul.patch", "no directory {tmp}/missing-directory"),
+    ("/proc/version", "an existing file that is not a patch"),
+    ("notes.txt", "an existing file that is not a patch"),
+    ("linked.patch", "a hard link (2 names of one file)"),
+    (f"TREE/{NATIVE_FUNCTIONS}", "a file of the tree"),
+    (f"TREE/{NATIVE_SOURCES}/BinaryOps.cpp", "a file of the tree"),
+])
+@pytest.mark.parametrize("mode", ["--dry-run", "--no-verify"])
+def test_a_patch_that_would_destroy_a_file_stops_the_bypass_before_anything_is_written(
+    tree: Path, tmp_path: Path, target: str, why: str, mode: str
+) -> None:
+    (tmp_path / "notes.txt").write_text("my notes\n")
+    (tmp_path / "earlier.patch").write_text("diff --git a/x b/x\n")
+    os.link(tmp_path / "earlier.patch", tmp_path / "linked.patch")
+    patch = target.replace("TREE", str(tree)) if target.startswith(("TREE", "/")) else str(tmp_path / target)
+    before, outside = state(tree), state(tmp_path)
+    result = run_codemod("bypass", "mul", "--tree", str(tree), "--patch", patch, mode, "--no-build")
+    refused(result, f"--patch {patch}: {why.format(tmp=tmp_path)}", "nothing was written", "pass --patch a new file outside the tree")
+    assert result.stdout == ""
+    assert state(tree) == before and state(tmp_path) == outside
+
+
+def test_the_patch_is_written_only_once_everything_succeeded(tree: Path, tmp_path: Path) -> None:
+    patch = tmp_path / "mul.patch"
     before = state(tree)
-    line = refused(run_codemod("bypass", "mul", "--tree", str(tree), "--patch", patch, *FAST),
-                   f"{patch}: cannot write the patch of `bypass mul`", "nothing was written", "pass --patch a writable file")
-    if not target.startswith("/"):
-        assert f"no directory {tmp_path / 'missing-directory'}" in line
+    failed = subprocess.run([sys.executable, "-m", "codemod", "bypass", "mul", "--tree", str(tree), "--patch", str(patch), "--no-compile"],
+                            capture_output=True, text=True, cwd=REPO, env={**os.environ, "CXX": "false"})
+    assert failed.returncode == 1 and "compiling the extension failed (false exit 1)" in failed.stderr, failed.stderr
+    assert state(tree) == before and not patch.exists()
+    patch.write_text("diff --git a/x b/x\n")  # an earlier patch is written over
+    dry = run_codemod("bypass", "mul", "--tree", str(tree), "--patch", str(patch), "--dry-run")
+    assert dry.returncode == 0 and patch.read_text() == dry.stdout and dry.stdout.startswith("diff --git a/"), dry.stderr
     assert state(tree) == before
-    assert not (tmp_path / "missing-directory").exists()
 
 
 @pytest.mark.parametrize("rel_path", [NATIVE_FUNCTIONS, DERIVATIVES])
@@ -230,3 +255,85 @@ def test_a_full_disk_during_bypass_changes_nothing(tmp_path: Path, spare: int, w
         before = state(tree)
         refused(run_codemod("bypass", "mul", "--tree", str(tree), *FAST), f"{tree}/{where}")
         assert state(tree) == before
+
+
+# Issue 18, item 6: every file codemod reads back goes through one bounded, UTF-8-checked JSON reader.
+UNREADABLE = {
+    "not UTF-8": (lambda path: path.write_bytes(b'{"format": "\xff\xfe"}'), "not UTF-8 (byte 12)"),
+    "nested 200,000 deep": (lambda path: path.write_text("[" * 200_000), "JSON nested deeper than 64 levels"),
+    "a directory": (lambda path: path.mkdir(), "a directory, not a"),
+    "truncated": (lambda path: path.write_text('{"format": '), "malformed JSON at line 1"),
+}
+
+
+@pytest.mark.parametrize("spoil", UNREADABLE)
+def test_an_unreadable_journal_is_one_line_naming_it(tree: Path, spoil: str) -> None:
+    (tree / transaction.STATE_DIR).mkdir()
+    journal = tree / transaction.STATE_DIR / "div.json"
+    write, message = UNREADABLE[spoil]
+    write(journal)
+    before = state(tree)
+    for command in (("status",), ("revert", "div"), ("revert", "--all"), ("bypass", "mul", *FAST)):
+        refused(run_codemod(*command, "--tree", str(tree)), f"codemod: {journal}: ", message)
+    assert state(tree) == before
+
+
+@pytest.mark.parametrize("spoil", UNREADABLE)
+def test_an_unreadable_transaction_log_blocks_every_command_until_recover_discards_it(tree: Path, spoil: str) -> None:
+    (tree / transaction.STATE_DIR).mkdir()
+    log = tree / transaction.LOG
+    write, message = UNREADABLE[spoil]
+    write(log)
+    before = state(tree)
+    for command in (*TREE_COMMANDS, ("recover",)):
+        refused(run_codemod(*command, "--tree", str(tree)), f"codemod: {log}: ", message)
+    assert state(tree) == before
+    discarded = run_codemod("recover", "--discard", "--tree", str(tree))
+    if spoil == "a directory":  # not codemod's to delete
+        refused(discarded, f"{log}: a directory where codemod keeps its transaction log; move it away")
+        return
+    assert discarded.returncode == 0 and f"discarded {log}: it could not be replayed" in discarded.stderr
+    assert not (tree / transaction.STATE_DIR).exists()
+    assert run_codemod("status", "--tree", str(tree)).stdout == f"no op is bypassed in {tree}\n"
+
+
+def test_recover_discards_no_log_it_can_replay(tree: Path) -> None:
+    interrupt_bypass(tree)
+    (tree / LOCK_FILE).unlink()  # left by the killed process; any command taking the lock removes it
+    before = state(tree)
+    refused(run_codemod("recover", "--discard", "--tree", str(tree)), "the log can be replayed, so it is not dropped",
+            f"run `codemod recover --tree {tree}` to finish it")
+    assert state(tree) == before
+
+
+def test_a_hot_report_nested_too_deep_is_one_line(tree: Path, tmp_path: Path) -> None:
+    report = tmp_path / "hot.json"
+    report.write_text("[" * 200_000)
+    refused(run_codemod("bypass", "--from-hot", str(report), "--tree", str(tree)), f"{report}: not a `codemod hot --json` report",
+            "JSON nested deeper than 64 levels")
+    refused(run_codemod("hot", "--trace", str(report), "--tree", str(tree)), f"{report}: not a JSON trace")
+
+
+def test_a_source_symlinked_out_of_the_tree_is_read_by_its_name_and_never_written(tree: Path, tmp_path: Path) -> None:
+    binary_ops = tree / NATIVE_SOURCES / "BinaryOps.cpp"
+    outside = tmp_path / "BinaryOps.cpp"
+    binary_ops.rename(outside)
+    binary_ops.symlink_to(outside)
+    kept = outside.read_bytes()
+    ops = run_codemod("ops", "--tree", str(tree))
+    assert ops.returncode == 0 and "Traceback" not in ops.stderr and "\nmul " in "\n" + ops.stdout, ops.stderr
+    explained = run_codemod("explain", "mul", "--tree", str(tree))
+    assert explained.returncode == 0 and f"{NATIVE_SOURCES}/BinaryOps.cpp:" in explained.stdout, explained.stderr
+    before = state(tree)
+    refused(run_codemod("bypass", "mul", "--tree", str(tree), *FAST),
+            f"'{NATIVE_SOURCES}/BinaryOps.cpp' resolves to {outside}, outside the tree")
+    assert state(tree) == before and outside.read_bytes() == kept
+
+
+def test_a_directory_where_a_kernel_source_goes_is_listed_and_refused(tree: Path) -> None:
+    (tree / NATIVE_SOURCES / "UfuncCPU_add.cpp").mkdir()
+    ops = run_codemod("ops", "--tree", str(tree))
+    assert ops.returncode == 0 and "Traceback" not in ops.stderr, ops.stderr
+    before = state(tree)
+    refused(run_codemod("bypass", "add", "--tree", str(tree), *FAST), f"{NATIVE_SOURCES}/UfuncCPU_add.cpp exists", "move it away")
+    assert state(tree) == before

@@ -6,15 +6,22 @@ symlink) and runs the real CLI: exit 2 naming the entry, and nothing written, in
 from __future__ import annotations
 
 import base64
+import copy
 import json
+import os
+import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from codemod.apply import journal, transaction
 from codemod.apply.journal import Journal, JournalFile
-from codemod.model.tree import NATIVE_FUNCTIONS
-from tests.conftest import run_codemod, snapshot
+from codemod.apply.lock import LOCK_FILE
+from codemod.model.tree import NATIVE_FUNCTIONS, NATIVE_SOURCES
+from tests.conftest import TARGET_TREE, run_codemod, snapshot
 
 
 @pytest.fixture
@@ -88,12 +95,34 @@ def test_a_planted_transaction_cannot_write_outside_the_tree(tree: Path, victim:
         refused_and_untouched(tree, victim, f"{log}: entry: '../victim.txt' points outside the tree", *command)
 
 
-def test_a_state_directory_leading_out_of_the_tree_is_refused(tree: Path, victim: Path, tmp_path: Path) -> None:
-    outside = tmp_path / "elsewhere"
-    outside.mkdir()
-    (tree / transaction.STATE_DIR).symlink_to(outside)
-    refused_and_untouched(tree, victim, f"'{transaction.LOG}' resolves to {outside / 'transaction'}, outside the tree", "bypass", "mul", "--no-verify")
-    assert not any(outside.iterdir())
+@pytest.mark.parametrize("leading", ["out of the tree", "into the tree"])
+def test_a_state_directory_that_is_a_symlink_is_refused(tree: Path, victim: Path, tmp_path: Path, leading: str) -> None:
+    """Issue 18, item 4: `ln -s aten T/.codemod` put the journals and a `.gitignore` holding `*` into aten/."""
+    target = tmp_path / "elsewhere" if leading == "out of the tree" else tree / "aten"
+    target.mkdir(exist_ok=True)
+    (tree / transaction.STATE_DIR).symlink_to(target)
+    inside_before = sorted(p.name for p in target.iterdir())
+    for command in (("bypass", "mul", "--no-verify"), ("revert", "mul"), ("status",), ("recover",)):
+        refused_and_untouched(tree, victim, f"{tree / transaction.STATE_DIR}: a symlink (to {target})", *command)
+    assert sorted(p.name for p in target.iterdir()) == inside_before
+
+
+def test_a_lock_file_hard_linked_elsewhere_is_refused(tree: Path, victim: Path) -> None:
+    """Issue 18, item 4: O_NOFOLLOW stops a symlink, not a hard link; the pid went into the file's other name."""
+    os.link(victim, tree / LOCK_FILE)
+    for command in (("bypass", "mul", "--no-verify"), ("revert", "mul"), ("recover",)):
+        refused_and_untouched(tree, victim, f"{tree / LOCK_FILE}: a hard link (2 names of one file) where codemod writes its lock", *command)
+
+
+@pytest.mark.parametrize("link", ["symlink", "hard link"])
+def test_a_link_planted_at_a_temporary_name_is_not_written_through(tree: Path, victim: Path, link: str) -> None:
+    """The temporary file beside each file a transaction writes is created anew (O_EXCL | O_NOFOLLOW)."""
+    planted = tree / "aten/src/ATen/native/.BinaryOps.cpp.codemod-tmp"
+    planted.symlink_to(victim) if link == "symlink" else os.link(victim, planted)
+    result = run_codemod("bypass", "mul", "--tree", str(tree), "--no-verify")
+    assert result.returncode == 0, result.stderr
+    assert victim.read_text() == "keep me\n" and not planted.exists()
+    assert "// @codemod-bypass mul begin" in (tree / "aten/src/ATen/native/BinaryOps.cpp").read_text()
 
 
 @pytest.mark.parametrize("name", ["../../x", "/etc/passwd", "a" * 5000, "mul/../../x", ""])
@@ -110,7 +139,7 @@ def test_an_op_name_that_is_not_one_is_refused_at_the_edge(tree: Path, victim: P
 
 @pytest.mark.parametrize("target", [".codemod/x", ".codemod.lock", ".codemod/mul.json"])
 def test_the_patch_may_not_go_into_codemods_state(tree: Path, victim: Path, target: str) -> None:
-    refused_and_untouched(tree, victim, "codemod's own state; write the patch elsewhere", "bypass", "mul", "--dry-run", "--patch", str(tree / target))
+    refused_and_untouched(tree, victim, "codemod's own state; nothing was written", "bypass", "mul", "--dry-run", "--patch", str(tree / target))
 
 
 def test_a_bypass_in_the_other_mode_names_the_mode_it_is_in(tree: Path, victim: Path) -> None:
@@ -135,3 +164,113 @@ def test_a_symlinked_yaml_stays_a_symlink_and_its_target_is_edited(tree: Path) -
 def test_a_planted_lock_symlink_is_not_followed(tree: Path, victim: Path) -> None:
     (tree / ".codemod.lock").symlink_to(victim)
     refused_and_untouched(tree, victim, "cannot create the lock file", "revert", "mul")
+
+
+# Issue 18, item 6: a fuzz over codemod's own formats. Whatever a journal, the transaction log or a `hot --json`
+# report holds, every command exits 0, 1 or 2, never with a traceback, a refusal is one line, and nothing outside
+# the tree is written. A journal's hash is computed again after each change, so its fields are checked, not only it.
+VICTIM = "VICTIM"  # stands for the path of a file beside the tree
+HOSTILE = st.sampled_from([
+    "../victim.txt", VICTIM, "", ".", "..", ".codemod", ".codemod/x.json", ".codemod.lock", "aten", "a\nb", "\x00",
+    f"{NATIVE_FUNCTIONS}", "aten/new/dir/x.cpp", "mul", "mul.Tensor", "x" * 300, "bypass mul", "revert mul\nok",
+])
+JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers(-(2**70), 2**70) | st.floats(allow_nan=False) | st.text(max_size=8) | HOSTILE,
+    lambda children: st.lists(children, max_size=3) | st.dictionaries(st.text(max_size=6) | HOSTILE, children, max_size=3),
+    max_leaves=8,
+)
+
+
+@st.composite
+def mutated(draw: st.DrawFn, document: object, rehash: bool) -> bytes:
+    """DOCUMENT with one value replaced or deleted (somewhere down a random path), or its bytes spoiled."""
+    kind = draw(st.sampled_from(["replace", "delete", "bytes", "deep"]))
+    data = json.dumps(document).encode()
+    if kind == "bytes":
+        start = draw(st.integers(0, len(data)))
+        return data[:start] + draw(st.binary(max_size=8)) + data[start + draw(st.integers(0, 8)):]
+    if kind == "deep":
+        return b"[" * draw(st.sampled_from([65, 1_000, 200_000])) + data
+    changed = copy.deepcopy(document)
+    parent, key, node = None, None, changed
+    while isinstance(node, (dict, list)) and node and (parent is None or draw(st.booleans())):
+        key = draw(st.sampled_from(sorted(node) if isinstance(node, dict) else range(len(node))))
+        parent, node = node, node[key]
+    if kind == "delete" and parent is not None:
+        del parent[key]
+    else:
+        parent[key] = draw(JSON_VALUES)
+    if rehash and isinstance(changed, dict):
+        changed.pop("sha256", None)
+        changed["sha256"] = journal._digest(changed)
+    return json.dumps(changed).encode()
+
+
+def survives(tree: Path, planted: Path, data: bytes, *commands: tuple[str, ...]) -> None:
+    """PLANTED holds DATA (VICTIM standing for the file beside the tree); each command ends as codemod's do."""
+    victim = tree.parent / "victim.txt"
+    victim.write_text("keep me\n")
+    planted.parent.mkdir(exist_ok=True)
+    planted.write_bytes(data.replace(json.dumps(VICTIM).encode(), json.dumps(str(victim)).encode()))
+    outside = {p.name for p in tree.parent.iterdir()}
+    for command in commands:
+        result = run_codemod(*command, "--tree", str(tree))
+        assert result.returncode in (0, 1, 2) and "Traceback" not in result.stderr, (command, result.stderr)
+        if result.returncode == 2:
+            errors = [line for line in result.stderr.splitlines() if line.startswith("codemod: ")]
+            assert len(errors) == 1 and result.stderr.rstrip("\n").endswith(errors[0]), (command, result.stderr)
+        assert victim.read_text() == "keep me\n" and {p.name for p in tree.parent.iterdir()} == outside, command
+
+
+FUZZ = settings(max_examples=10, deadline=None, suppress_health_check=list(HealthCheck))
+
+
+@pytest.fixture(scope="module")
+def bypassed_mul(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    tree = tmp_path_factory.mktemp("bypassed") / "tree"
+    shutil.copytree(TARGET_TREE, tree)
+    assert run_codemod("bypass", "mul", "--tree", str(tree), "--no-verify").returncode == 0
+    return tree
+
+
+@pytest.fixture(scope="module")
+def hot_report(tmp_path_factory: pytest.TempPathFactory) -> dict:
+    script = tmp_path_factory.mktemp("hot") / "run.py"
+    script.write_text("import torch\ntorch.ones(2).mul(torch.ones(2))\n")
+    run = run_codemod("hot", str(script), "--tree", str(TARGET_TREE), "--no-measure", "--json")
+    assert run.returncode == 0, run.stderr
+    return json.loads(run.stdout)
+
+
+@FUZZ
+@given(data=st.data())
+def test_any_journal_ends_in_an_exit_code_never_a_traceback(bypassed_mul: Path, data: st.DataObject) -> None:
+    document = json.loads((bypassed_mul / journal.JOURNAL_DIR / "mul.json").read_text())
+    spoiled = data.draw(mutated(document, rehash=True))
+    with tempfile.TemporaryDirectory() as scratch:
+        tree = shutil.copytree(bypassed_mul, Path(scratch) / "tree")
+        survives(tree, tree / journal.JOURNAL_DIR / "mul.json", spoiled, ("status",), ("revert", "mul"))
+
+
+@FUZZ
+@given(data=st.data())
+def test_any_transaction_log_ends_in_an_exit_code_never_a_traceback(data: st.DataObject) -> None:
+    log = transaction.Transaction(
+        "bypass mul",
+        ((f"{NATIVE_SOURCES}/BinaryOps.cpp", b"// replayed\n"), ("aten/new/x.cpp", b"new\n"), (f"{NATIVE_SOURCES}/Lerp.cpp", None)),
+        ("aten/new",),
+    )
+    spoiled = data.draw(mutated(json.loads(log.to_json()), rehash=False))
+    with tempfile.TemporaryDirectory() as scratch:
+        tree = shutil.copytree(TARGET_TREE, Path(scratch) / "tree")
+        survives(tree, tree / transaction.LOG, spoiled, ("status",), ("recover",), ("recover", "--discard"))
+
+
+@FUZZ
+@given(data=st.data())
+def test_any_hot_report_ends_in_an_exit_code_never_a_traceback(hot_report: dict, data: st.DataObject) -> None:
+    spoiled = data.draw(mutated(hot_report, rehash=False))
+    with tempfile.TemporaryDirectory() as scratch:
+        tree = shutil.copytree(TARGET_TREE, Path(scratch) / "tree")
+        report = Path(scratch) / "hot.json"
+        survives(tree, report, spoiled, ("bypass", "--from-hot", str(report), "--dry-run"))

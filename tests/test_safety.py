@@ -269,7 +269,7 @@ def test_a_file_that_would_not_print_back_byte_identical_is_reported_not_edited(
     [
         ('{"format": "codemod-journal/2", "op": "mul"}', "journal format 'codemod-journal/2', this codemod reads 'codemod-journal/4'"),
         ('{"format": "codemod-journal/4", "op": "mul", "files": [{"path": "x", "before": "!!"}]}', "corrupt journal"),
-        ("not json", "corrupt journal"),
+        ("not json", "not a journal: malformed JSON at line 1 (Expecting value)"),
     ],
 )
 def test_a_corrupt_or_foreign_journal_is_refused(tree: Path, content: str, message: str) -> None:
@@ -324,3 +324,45 @@ def test_a_bypass_that_leaves_the_op_structured_is_not_a_fixed_point(tree: Path)
     )
     problem = fixed_point.second_plan_problem(locate(tree), dataclasses.replace(plan, changes=without_yaml_edit))
     assert problem is not None and problem.startswith("a second bypass of mul would change")
+
+
+def refused_before_the_commit(tree: Path, message: str, *command: str) -> None:
+    """Exit 2, one line naming the path, and nothing written: no transaction log left for `recover` to trip on."""
+    before = state(tree)
+    result = run_codemod(*command, "--tree", str(tree))
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.rstrip("\n").splitlines()[-1] == f"codemod: {message}; nothing was written: move it away and run again"
+    assert "Traceback" not in result.stderr
+    assert state(tree) == before
+    recovered = run_codemod("recover", "--tree", str(tree))
+    assert recovered.returncode == 0 and "nothing to recover" in recovered.stderr, recovered.stderr
+
+
+# Issue 18, item 5: every condition a write can meet is checked before the commit point.
+def test_a_file_where_a_directory_goes_is_refused_before_the_commit(tree: Path) -> None:
+    (tree / NATIVE_SOURCES / "cpu").write_text("x\n")
+    refused_before_the_commit(
+        tree, f"{tree / NATIVE_SOURCES / 'cpu'}: a file where a directory must be, to hold {NATIVE_SOURCES}/cpu/UfuncCPUKernel_add.cpp",
+        "bypass", "add", "--no-build", "--no-verify",
+    )
+    refused_before_the_commit(  # planned together, in a scratch copy first
+        tree, f"{tree / NATIVE_SOURCES / 'cpu'}: a file where a directory must be, to hold {NATIVE_SOURCES}/cpu/UfuncCPUKernel_add.cpp",
+        "bypass", "mul", "add", "--no-build", "--no-verify",
+    )
+
+
+def test_a_directory_where_revert_writes_a_file_is_refused_before_the_commit(tree: Path) -> None:
+    bypass_all(tree, "mul")
+    functions_h = tree / TEMPLATES / "Functions.h"
+    functions_h.unlink()
+    functions_h.mkdir()
+    refused_before_the_commit(tree, f"{functions_h}: a directory where codemod writes a file", "revert", "mul", "--force")
+    functions_h.rmdir()
+    forced = run_codemod("revert", "mul", "--tree", str(tree), "--force")
+    assert forced.returncode == 0, forced.stderr
+
+
+def test_a_directory_at_a_temporary_name_is_refused_before_the_commit(tree: Path) -> None:
+    (tree / TEMPLATES / ".Functions.h.codemod-tmp").mkdir()
+    refused_before_the_commit(tree, f"{tree / TEMPLATES / '.Functions.h.codemod-tmp'}: a directory where codemod writes "
+                              f"{TEMPLATES}/Functions.h's temporary file", "bypass", "mul", "--no-build", "--no-verify")

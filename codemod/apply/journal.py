@@ -19,7 +19,6 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
-import os
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -27,7 +26,7 @@ from codemod.apply import rebase, transaction
 from codemod.apply.lock import LOCK_FILE
 from codemod.apply.transaction import STATE_DIR, Transaction
 from codemod.capture.capture import Capture
-from codemod.model import op_name
+from codemod.model import json_file, op_name
 from codemod.model.errors import BadInput, VerificationFailed
 from codemod.model.tree import NATIVE_FUNCTIONS, Tree, inside
 from codemod.plan.plan import OpEntries, Plan, op_entries
@@ -37,6 +36,7 @@ FORMAT = "codemod-journal/4"  # 4: the mode, the bypass order and a content hash
 MODES = ("plain", "guarded")
 USER_EDITS = "a later edit"  # the name of the user's edits in a file's history
 _BYPASS_OF = "the bypass of "  # and of another op's bypass
+_RESTORE = "restore the files from version control"  # what to do about a journal that cannot be trusted
 
 
 @dataclass(frozen=True)
@@ -76,10 +76,10 @@ class Journal:
         return json.dumps({**content, "sha256": _digest(content)}, indent=1)
 
     @classmethod
-    def from_json(cls, where: Path, data: str) -> Journal:
-        """The journal WHERE holds; its op, mode, paths and hash checked (the paths against WHERE's tree)."""
+    def read(cls, where: Path) -> Journal:
+        """The journal at WHERE; its op, mode, paths and hash checked (the paths against WHERE's tree)."""
+        raw = json_file.read(where, "journal", _RESTORE)
         try:
-            raw = json.loads(data)
             if raw.get("format") != FORMAT:
                 raise BadInput(
                     f"{where}: journal format {raw.get('format')!r}, this codemod reads {FORMAT!r}; "
@@ -142,7 +142,7 @@ def _journal_rel(op: str) -> str:
 def load(tree: Tree, op: str) -> Journal | None:
     transaction.refuse_if_interrupted(tree.root)
     path = inside(tree.root, _journal_rel(op), "the journal")
-    return Journal.from_json(path, path.read_text()) if path.is_file() else None
+    return Journal.read(path) if path.exists() else None
 
 
 def bypassed(tree: Tree) -> list[Journal]:
@@ -150,7 +150,7 @@ def bypassed(tree: Tree) -> list[Journal]:
     transaction.refuse_if_interrupted(tree.root)
     directory = inside(tree.root, JOURNAL_DIR, "the journal directory")
     paths = sorted(directory.glob("*.json")) if directory.is_dir() else []
-    return sorted((Journal.from_json(path, path.read_text()) for path in paths), key=lambda j: j.sequence)
+    return sorted((Journal.read(path) for path in paths), key=lambda j: j.sequence)
 
 
 def changed_since(tree: Tree, journal: Journal, others: list[Journal] | None = None) -> list[str]:
@@ -198,9 +198,6 @@ def apply(tree: Tree, plans: list[Plan]) -> list[Journal]:
         writes.append((_journal_rel(plan.op), journal.to_json().encode()))
         final.update((c.path, c.after) for c in changes)
     writes += final.items()
-    for path, _ in writes:
-        inside(tree.root, path, "a file of the plan")
-    _refuse_unwritable(tree, [path for path, _ in writes])
     transaction.run(tree.root, Transaction(f"bypass {' '.join(p.op for p in plans)}", tuple(writes)))
     return journals
 
@@ -251,7 +248,6 @@ def revert(tree: Tree, ops: list[str], force: bool = False) -> list[Reverted]:
         *((_journal_rel(op), journals[op].to_json().encode()) for op in sorted(changed_journals)),
         *((_journal_rel(r.op), None) for r in reverted),
     ]
-    _refuse_unwritable(tree, [path for path, data in writes if data is not None])
     transaction.run(tree.root, Transaction(f"revert {' '.join(ops)}", tuple(writes), tuple(remove_dirs)))
     return reverted
 
@@ -328,25 +324,6 @@ def _conflict_report(path: str, since: str, clash: rebase.Clash) -> str:
     who = "a later edit" if clash.step == USER_EDITS else clash.step
     report = f"{path}:{clash.line}: {who} overlaps a hunk of the bypass\n  the later edit:\n{clash.later_hunk}"
     return (f"{path}: edited since the bypass:\n{since}" if since else "") + report
-
-
-def _refuse_unwritable(tree: Tree, rel_paths: list[str]) -> None:
-    """Refuse before writing anything when a file or its directory cannot or should not be written.
-
-    os.access answers for a read-only file system and an immutable file (chattr +i), even for root.
-    The mode bits are checked too: root (tests, CI, containers) may write a file chmod'ed a-w, but
-    whoever made it read-only did not want it edited, so it is refused as well."""
-    for rel_path in rel_paths:
-        path = tree.path(rel_path)
-        directory = path.parent
-        while not directory.exists():
-            directory = directory.parent
-        for candidate in (path, directory) if path.exists() else (directory,):
-            if not os.access(candidate, os.W_OK) or not candidate.stat().st_mode & 0o222:
-                raise BadInput(
-                    f"{candidate}: not writable (read-only file system, chattr +i or no write permission); "
-                    "nothing was written: make it writable and run again"
-                )
 
 
 def _missing_dirs(tree: Tree, created_files: list[str]) -> tuple[str, ...]:

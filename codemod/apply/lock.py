@@ -13,10 +13,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from codemod.apply.targets import LOCK_FILE, check_own_file
 from codemod.model.errors import BadInput
 from codemod.model.tree import Tree
-
-LOCK_FILE = ".codemod.lock"
 
 
 @contextmanager
@@ -45,6 +44,11 @@ def _acquire(path: Path) -> int:
             descriptor = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)  # a planted symlink is not followed
         except OSError as error:
             raise BadInput(f"{path}: cannot create the lock file ({error.strerror}); is the tree writable?")
+        try:
+            check_own_file(path, os.fstat(descriptor), "its lock")  # a hard link to a file elsewhere: not written
+        except BadInput:
+            os.close(descriptor)
+            raise
         try:
             fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:

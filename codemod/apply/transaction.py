@@ -19,19 +19,23 @@ import contextlib
 import itertools
 import json
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from codemod.apply import targets
+from codemod.apply.targets import STATE_DIR, temporary
+from codemod.model import json_file
 from codemod.model.errors import BadInput
 from codemod.model.tree import inside
 
-STATE_DIR = ".codemod"
 LOG = f"{STATE_DIR}/transaction"
 # Written into STATE_DIR when it is made, so `git status` in a checkout does not list the tool's own state.
 STATE_GITIGNORE = f"{STATE_DIR}/.gitignore"
 FORMAT = "codemod-transaction/1"
 CRASH_ENV = "CODEMOD_CRASH_AFTER_WRITES"
 CRASH_EXIT = 86  # what a crashed test run exits with, so a test can tell it from an error
+_COMMAND = re.compile(r"(bypass|revert) [\w. ]{1,4000}")  # what `run` records: named in messages, so one line
 
 _mutations = itertools.count(1)
 
@@ -53,24 +57,36 @@ class Transaction:
         )
 
     @classmethod
-    def from_json(cls, where: Path, data: str) -> Transaction:
+    def read(cls, where: Path) -> Transaction:
+        """The log at WHERE, every path in it checked against WHERE's tree."""
+        then = _discard_advice(where.parent.parent)
+        raw = json_file.read(where, "transaction log", then)
         try:
-            raw = json.loads(data)
             if raw["format"] != FORMAT:
-                raise ValueError(f"format {raw['format']!r}, this codemod reads {FORMAT!r}")
+                raise ValueError(f"not format {FORMAT!r}")
+            if not isinstance(raw["command"], str) or not _COMMAND.fullmatch(raw["command"]):
+                raise ValueError("not a codemod command")
             writes = tuple(
                 (path, None if encoded is None else base64.b64decode(encoded, validate=True)) for path, encoded in raw["writes"]
             )
             transaction = cls(raw["command"], writes, tuple(raw["remove_dirs"]))
         except (ValueError, KeyError, TypeError) as error:
-            raise BadInput(f"{where}: unreadable transaction log ({error}); restore the tree from version control")
+            raise BadInput(f"{where}: unreadable transaction log ({type(error).__name__}: {error}); {then}") from None
         for path in (*(path for path, _ in transaction.writes), *transaction.remove_dirs):
             inside(where.parent.parent, path, f"{where}: entry")
         return transaction
 
 
+def _discard_advice(root: Path) -> str:
+    return (
+        "it cannot be replayed: restore the tree from version control, then drop the log with "
+        f"`codemod recover --discard --tree {root}`"
+    )
+
+
 def run(root: Path, transaction: Transaction) -> None:
     refuse_if_interrupted(root)
+    targets.check_writes(root, transaction.writes)  # nothing known in advance may stop the replay after the commit
     try:
         if not (root / STATE_GITIGNORE).exists():
             write_file(root / STATE_GITIGNORE, b"*\n")
@@ -94,35 +110,44 @@ def _replay_or_explain(root: Path, transaction: Transaction) -> None:
 
 def refuse_if_interrupted(root: Path) -> None:
     """Every command but `recover` starts here: an unfinished transaction must be finished first."""
-    refuse_foreign_state_dir(root)
+    targets.check_state_dir(root)
     log = _log(root)
     if log.exists():
-        command = Transaction.from_json(log, log.read_text()).command
+        command = Transaction.read(log).command
         raise BadInput(
             f"{log}: `codemod {command}` was interrupted half-way; run `codemod recover --tree {root}` to finish it"
         )
 
 
-def refuse_foreign_state_dir(root: Path) -> None:
-    state = root / STATE_DIR
-    if state.exists() and not state.is_dir():
-        raise BadInput(
-            f"{state}: not a directory; codemod keeps its journals and transaction log in this directory: "
-            "move the file away and run again"
-        )
-
-
 def recover(root: Path) -> Transaction | None:
     """Finish the interrupted transaction, if one was committed; drop one that was not."""
-    refuse_foreign_state_dir(root)
+    targets.check_state_dir(root)
     log = _log(root)
-    _unlink(_temporary(log))
+    _unlink(temporary(log))
     if not log.exists():
         _remove_state_dir_if_unused(root)
         return None
-    transaction = Transaction.from_json(log, log.read_text())
+    transaction = Transaction.read(log)
     _replay_or_explain(root, transaction)
     return transaction
+
+
+def discard(root: Path) -> Path | None:
+    """Drop a log that cannot be replayed (unreadable, or naming paths it may not touch), once the user has restored
+    the tree; a log that can be replayed is refused, never dropped. The log dropped, if there was one."""
+    targets.check_state_dir(root)
+    log = _log(root)
+    if not log.exists():
+        return None
+    try:
+        Transaction.read(log)
+    except BadInput:
+        if log.is_dir():
+            raise BadInput(f"{log}: a directory where codemod keeps its transaction log; move it away and run again") from None
+        _unlink(log)
+        _remove_state_dir_if_unused(root)
+        return log
+    raise BadInput(f"{log}: the log can be replayed, so it is not dropped; run `codemod recover --tree {root}` to finish it")
 
 
 def _log(root: Path) -> Path:
@@ -148,26 +173,23 @@ def _replay(root: Path, transaction: Transaction) -> None:
 def write_file(target: Path, data: bytes) -> None:
     """Replace TARGET by DATA atomically: a synced temporary file beside it, renamed over it."""
     _make_dirs(target.parent)
-    temporary = _temporary(target)
+    beside = temporary(target)
     try:
-        with open(temporary, "wb") as handle:
+        beside.unlink(missing_ok=True)  # left by a crash; O_EXCL | O_NOFOLLOW: a link planted there is never written through
+        with open(os.open(beside, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o666), "wb") as handle:
             handle.write(data)
             handle.flush()
             os.fsync(handle.fileno())
+        _mutated()
+        if target.exists():
+            os.chmod(beside, target.stat().st_mode & 0o7777)
+        os.replace(beside, target)
     except OSError as error:  # a full disk: no half-written temporary left, and the error names the target
         with contextlib.suppress(OSError):
-            temporary.unlink()
+            beside.unlink()
         raise OSError(error.errno, error.strerror, str(target)) from error
-    _mutated()
-    if target.exists():
-        os.chmod(temporary, target.stat().st_mode & 0o7777)
-    os.replace(temporary, target)
     _sync_dir(target.parent)
     _mutated()
-
-
-def _temporary(target: Path) -> Path:
-    return target.with_name(f".{target.name}.codemod-tmp")
 
 
 def _make_dirs(directory: Path) -> None:
@@ -192,7 +214,7 @@ def _rmdir_if_empty(directory: Path) -> None:
 
 def _remove_state_dir_if_unused(root: Path) -> None:
     """Remove STATE_DIR when it holds nothing but its .gitignore (no journal, no log)."""
-    state, own = root / STATE_DIR, (_temporary(root / STATE_GITIGNORE), root / STATE_GITIGNORE)  # a crash may leave the first
+    state, own = root / STATE_DIR, (temporary(root / STATE_GITIGNORE), root / STATE_GITIGNORE)  # a crash may leave the first
     if state.is_dir() and {p.name for p in state.iterdir()} <= {p.name for p in own}:
         for path in own:
             _unlink(path)

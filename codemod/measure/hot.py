@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from codemod.measure import guarded_bench, profile_script
+from codemod.model import json_file
 from codemod.model.errors import BadInput, CodemodError
 from codemod.model.native_yaml import op_name
 from codemod.model.tree import Tree
@@ -87,10 +88,7 @@ def profile(script: Path, args: tuple[str, ...]) -> dict:
 
 
 def read_trace(path: Path) -> dict:
-    try:
-        trace = json.loads(path.read_text())
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
-        raise BadInput(f"{path}: not a readable JSON trace ({error})") from None
+    trace = json_file.read(path, "JSON trace", "save the trace with torch.profiler's export_chrome_trace")
     if not isinstance(trace, dict) or not isinstance(trace.get("traceEvents"), list):
         raise BadInput(f"{path}: no `traceEvents` list; save the trace with torch.profiler's export_chrome_trace")
     return trace
@@ -372,10 +370,7 @@ def read_report(path: Path, schema: dict) -> dict:
         import jsonschema
     except ImportError:
         raise BadInput("--from-hot checks the report with jsonschema: pip install jsonschema") from None
-    try:
-        document = json.loads(path.read_text())
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
-        raise BadInput(f"{path}: not a readable JSON report ({error})") from None
+    document = json_file.read(path, "`codemod hot --json` report", "save one with `codemod hot SCRIPT --json > REPORT.json`")
     if not isinstance(document, dict) or document.get("command") != "hot":
         raise BadInput(f"{path}: not the output of `codemod hot --json`")
     try:

@@ -38,7 +38,8 @@ class Tree:
         return self.root / relative
 
     def rel(self, path: Path) -> str:
-        return path.resolve().relative_to(self.root).as_posix()
+        """PATH under the root, named by its place in the tree: a symlink leading out of it keeps its own name."""
+        return Path(os.path.abspath(path)).relative_to(self.root).as_posix()
 
     @property
     def aten_source_dir(self) -> Path:

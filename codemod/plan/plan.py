@@ -141,7 +141,7 @@ def _changes(tree: Tree, edits: list[Edit]) -> tuple[FileChange, ...]:
     changes = []
     for path in sorted(by_path):
         target = tree.path(path)
-        before = target.read_bytes() if target.exists() else None
+        before = target.read_bytes() if target.is_file() else None  # anything else there is refused before writing
         if before is not None:
             exact_text.decode(path, before)  # refuse a file that would not be written back byte-identical
         changes.append(FileChange(path, before, apply_edits(before or b"", by_path[path])))

@@ -51,7 +51,7 @@ class KernelDefinition:
 def kernel_sources(tree: Tree) -> Iterator[Path]:
     """The native sources that mention a kernel-defining macro at all (a byte scan, so only those are parsed)."""
     for path in sorted(tree.path(NATIVE_SOURCES).rglob("*.cpp")):
-        if _MAY_DEFINE.search(path.read_bytes()):
+        if path.is_file() and _MAY_DEFINE.search(path.read_bytes()):
             yield path
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from codemod.apply import journal, lock, patch, scratch
+from codemod.apply import journal, lock, patch, scratch, targets
 from codemod.cli import report, review
 from codemod.cli.commands.build import build_and_check
 from codemod.cli.options import JSON_OPTION, TREE_OPTION, complete_ops, run, say, validated_ops
@@ -53,7 +53,7 @@ def bypass(
             op_names = _ops_from_hot(hot_report, "guarded" if guarded else "plain", top)
         tree = locate(tree_root)
         if patch_file is not None:
-            _refuse_patch_into_state(tree, patch_file)
+            targets.check_patch_file(tree.root, patch_file)
         ops = list(dict.fromkeys(op_names))
         if len(ops) > 1 and (interactive or check or as_json):
             raise BadInput("-i, --check and --json take one op: run them one op at a time")
@@ -72,8 +72,6 @@ def bypass(
                     say("quit: nothing written")
                     return
             diff = patch.render(combined_changes(plans))
-            if patch_file is not None:
-                _write_patch(patch_file, diff, ' '.join(ops))
             verified: list[str] = []
             unchecked: list[str] = []
             if check:
@@ -100,6 +98,8 @@ def bypass(
                     say(f"verified: {line}")
                 for line in unchecked:
                     say(f"not compiled: {line}")
+            if patch_file is not None:  # last: a failure above leaves no patch behind, and no file it was written over
+                _write_patch(patch_file, diff, " ".join(ops))
             if as_json:
                 click.echo(report.dumps(report.bypass(
                     plans[0], applied=applied, verified=verified, unchecked=unchecked, seconds=seconds, diff=diff if dry_run else None,
@@ -109,12 +109,11 @@ def bypass(
 
 
 def _write_patch(patch_file: Path, diff: str, op: str) -> None:
-    """Before anything is applied: a patch that cannot be written stops the bypass with nothing written."""
+    """After everything succeeded, to a place targets.check_patch_file accepted before anything was done."""
     try:
         patch_file.write_text(diff)
-    except OSError as error:
-        why = error.strerror if patch_file.parent.is_dir() else f"no directory {patch_file.parent}"
-        raise BadInput(f"{patch_file}: cannot write the patch of `bypass {op}` ({why}); nothing was written: pass --patch a writable file")
+    except OSError as error:  # a full disk
+        raise BadInput(f"{patch_file}: cannot write the patch of `bypass {op}` ({error.strerror}); write it again with `--dry-run --patch`")
 
 
 def _already_bypassed(tree: Tree, op: str, mode: str, as_json: bool) -> bool:
@@ -134,23 +133,21 @@ def _already_bypassed(tree: Tree, op: str, mode: str, as_json: bool) -> bool:
 
 
 def _plans(tree: Tree, ops: list[str], guarded: bool) -> list[Plan]:
-    """Each op planned on the tree as the ops before it leave it (in a scratch copy when there are several)."""
+    """Each op planned on the tree as the ops before it leave it (in a scratch copy when there are several), and
+    every file it writes checked (a directory where a file goes, ...), before anything is compiled or written."""
     if len(ops) == 1:
-        return [make_plan(tree, ops[0], guarded)]
+        return [_writable(tree, make_plan(tree, ops[0], guarded))]
     plans = []
     with scratch.copy_of(tree, "codemod-bypass-") as planned:
         for op in ops:
-            plans.append(make_plan(planned, op, guarded))
+            plans.append(_writable(tree, make_plan(planned, op, guarded)))
             scratch.write(planned, plans[-1].changes)
     return plans
 
 
-def _refuse_patch_into_state(tree: Tree, patch_file: Path) -> None:
-    """codemod's own state (the journals, the transaction log, the lock) is never a place for a patch."""
-    resolved = patch_file.resolve()
-    for state in (tree.root / journal.JOURNAL_DIR, tree.root / lock.LOCK_FILE):
-        if resolved == state or resolved.is_relative_to(state):
-            raise BadInput(f"--patch {patch_file}: inside {state}, codemod's own state; write the patch elsewhere, nothing was written")
+def _writable(tree: Tree, plan: Plan) -> Plan:
+    targets.check_writes(tree.root, [(change.path, change.after) for change in plan.changes])
+    return plan
 
 
 def _ops_from_hot(hot_report: Path, mode: str, top: int) -> tuple[str, ...]:

@@ -39,12 +39,18 @@ def status(tree_root: Path, as_json: bool) -> None:
 
 @click.command()
 @TREE_OPTION
-def recover(tree_root: Path) -> None:
+@click.option("--discard", is_flag=True,
+              help="Drop a transaction log that cannot be replayed (unreadable), after restoring the tree from version control.")
+def recover(tree_root: Path, discard: bool) -> None:
     """Finish a bypass or revert that was killed half-way (or drop it if it had not committed)."""
 
     def action() -> None:
         tree = locate(tree_root)
         with lock.held(tree):
+            if discard:
+                dropped = transaction.discard(tree.root)
+                say(f"discarded {dropped}: it could not be replayed" if dropped else f"no transaction log in {tree.root}")
+                return
             finished = transaction.recover(tree.root)
         say(f"recovered: finished `codemod {finished.command}`" if finished else f"nothing to recover in {tree.root}")
 

@@ -1,0 +1,63 @@
+"""One reader for every JSON file codemod reads back (journals, the transaction log, a `hot` report, a trace).
+
+Such a file is input like any other: it may be a directory, not UTF-8, truncated, or nested deep enough to
+exhaust Python's recursion. Each of those is BadInput naming the file, never a traceback.
+"""
+from __future__ import annotations
+
+import json
+import stat
+from pathlib import Path
+
+from codemod.model.errors import BadInput
+
+# codemod's own formats nest a few levels (a journal's capture: 4); a profiler trace's events a few more.
+MAX_DEPTH = 64
+MAX_BYTES = 1 << 30  # a journal holds the files it changed: tens of MB for many ops on a full checkout
+
+
+def read(path: Path, what: str, then: str) -> object:
+    """PATH's JSON document. WHAT names the format in an error ("journal"), THEN says what to do about it."""
+    try:
+        info = path.stat()
+        if not stat.S_ISREG(info.st_mode):
+            raise _Unreadable("a directory" if stat.S_ISDIR(info.st_mode) else "not a regular file")
+        if info.st_size > MAX_BYTES:
+            raise _Unreadable(f"{info.st_size:,} bytes, more than {what} can hold")
+        data = path.read_bytes()
+    except OSError as error:
+        raise BadInput(f"{path}: cannot read the {what} ({error.strerror}); {then}") from None
+    except _Unreadable as error:
+        raise BadInput(f"{path}: {error}, not a {what}; move it away and run again") from None
+    try:
+        document = json.loads(data.decode("utf-8"))
+    except UnicodeDecodeError as error:
+        raise BadInput(f"{path}: not a {what}: not UTF-8 (byte {error.start}); {then}") from None
+    except json.JSONDecodeError as error:
+        raise BadInput(f"{path}: not a {what}: malformed JSON at line {error.lineno} ({error.msg}); {then}") from None
+    except RecursionError:  # deeper than the parser goes: deeper than MAX_DEPTH too
+        document = _TOO_DEEP
+    if document is _TOO_DEEP or _depth_exceeds(document, MAX_DEPTH):
+        raise BadInput(f"{path}: not a {what}: JSON nested deeper than {MAX_DEPTH} levels; {then}")
+    return document
+
+
+class _Unreadable(Exception):
+    pass
+
+
+_TOO_DEEP = object()
+
+
+def _depth_exceeds(document: object, limit: int) -> bool:
+    """Whether DOCUMENT nests lists and objects more than LIMIT deep (walked without recursion)."""
+    stack = [(document, 1)]
+    while stack:
+        value, depth = stack.pop()
+        children = value.values() if isinstance(value, dict) else value if isinstance(value, list) else ()
+        for child in children:
+            if isinstance(child, (dict, list)):
+                if depth + 1 > limit:
+                    return True
+                stack.append((child, depth + 1))
+    return False
