@@ -17,7 +17,7 @@ import pytest
 
 from codemod.apply import transaction
 from codemod.apply.lock import LOCK_FILE
-from codemod.model.tree import DERIVATIVES, NATIVE_FUNCTIONS, NATIVE_SOURCES
+from codemod.model.tree import DERIVATIVES, NATIVE_FUNCTIONS, NATIVE_SOURCES, TAGS, TEMPLATES
 from tests.conftest import OUTPUT_SCHEMA, REPO, TARGET_TREE, run_codemod, snapshot
 
 FAST = ("--no-build", "--no-verify")  # the refusals under test come before the compile and the codegen
@@ -336,4 +336,28 @@ def test_a_directory_where_a_kernel_source_goes_is_listed_and_refused(tree: Path
     assert ops.returncode == 0 and "Traceback" not in ops.stderr, ops.stderr
     before = state(tree)
     refused(run_codemod("bypass", "add", "--tree", str(tree), *FAST), f"{NATIVE_SOURCES}/UfuncCPU_add.cpp exists", "move it away")
+    assert state(tree) == before
+
+
+# What the tree's own codegen refuses in the tree as it is: known before planning writes anything (exit 2, one line).
+@pytest.mark.parametrize("spoil, message", [
+    (f"{TEMPLATES}/Functions.h", f"{TEMPLATES}/Functions.h: No such file or directory, and torchgen (ATen codegen) reads it"),
+    (f"{TEMPLATES}/Functions.cpp", f"{TEMPLATES}/Functions.cpp: No such file or directory, and torchgen (ATen codegen) reads it"),
+    (f"{TEMPLATES}/TensorBody.h", f"{TEMPLATES}/TensorBody.h: No such file or directory, and torchgen (ATen codegen) reads it"),
+    (f"{TAGS}:", f"{TAGS}: torchgen refuses the file (AssertionError: Expected 'es' to be a list"),
+    (f"{DERIVATIVES}:", f"{DERIVATIVES}: the tree's autograd codegen refuses the tree as it is, before any edit (TypeError:"),
+    (f"{DERIVATIVES}:{{}}", f"{DERIVATIVES}: the tree's autograd codegen refuses the tree as it is, before any edit (AssertionError:"),
+])
+def test_what_the_trees_codegen_refuses_is_refused_before_writing(tree: Path, spoil: str, message: str) -> None:
+    rel_path, emptied, content = spoil.partition(":")
+    if emptied:
+        (tree / rel_path).write_text(content)
+    else:
+        (tree / rel_path).unlink()
+    before = state(tree)
+    commands = [("bypass", "mul", "--no-build")]
+    if rel_path != DERIVATIVES:  # explain and build read no formula
+        commands += [("explain", "mul"), ("build", "mul")]
+    for command in commands:
+        refused(run_codemod(*command, "--tree", str(tree)), message)
     assert state(tree) == before

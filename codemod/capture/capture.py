@@ -99,13 +99,19 @@ def group_yaml(doc: NativeYaml, groups: list[OpGroup]) -> str:
 
 
 def capture(tree: Tree, op: str, before_yaml: str, after_yaml: str, overloads: tuple[str, ...]) -> Capture:
+    """What torchgen generates for the op's entries; torchgen's loaders check the whole yaml meanwhile, and what they
+    refuse there is the cause of anything else (bad input, exit 2)."""
     with tempfile.TemporaryDirectory(prefix="codemod-capture-") as scratch:
         before, after = Path(scratch, "before"), Path(scratch, "after")
         with progress.step(f"capture: torchgen on the entries of {op}, as they are and as the bypass leaves them"):
-            with ThreadPoolExecutor(max_workers=2) as pool:  # two subprocesses, two cores
+            with ThreadPoolExecutor(max_workers=3) as pool:  # three subprocesses
+                whole_file_check = pool.submit(codegen.check_native_yaml, tree)
                 runs = [pool.submit(codegen.aten_on_entries, tree, text, out) for text, out in ((before_yaml, before), (after_yaml, after))]
-                for run in runs:
-                    run.result()
+                try:
+                    for run in runs:
+                        run.result()
+                finally:
+                    whole_file_check.result()
         ops_names = {name.replace(".", "_"): name for name in overloads}
         register_cpu = _register_file(before, "CPU")
         cpu_wrappers = _registrations(register_cpu, overloads)

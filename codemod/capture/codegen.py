@@ -35,49 +35,101 @@ _support_ops: dict[Path, set[str]] = {}
 _support_lock = threading.Lock()
 
 
-def run(tree: Tree, args: list[str], what: str) -> None:
-    """Run `python ARGS` with the tree's packages first; raise with the codegen's own words."""
+class CodegenFailed(VerificationFailed):
+    """The codegen exited non-zero: the message is its exception (the traceback above it left out)."""
+
+    def __init__(self, what: str, exit_code: int, exception: str) -> None:
+        super().__init__(f"{what} failed (exit {exit_code}): {exception}")
+        self.exception = exception
+
+
+# An OSError as Python prints it: "FileNotFoundError: [Errno 2] No such file or directory: '/path'".
+_OS_ERROR = re.compile(r"^\w+: \[Errno \d+\] (?P<why>[^:\n]+): '(?P<path>[^'\n]+)'", re.MULTILINE)
+
+
+def run(tree: Tree, args: list[str], what: str, scratch_paths: dict[Path, Path] | None = None) -> None:
+    """Run `python ARGS` with the tree's packages first; raise with the codegen's own words.
+
+    SCRATCH_PATHS: scratch paths the codegen reads in place of the tree's (the tree path for each), so that a
+    file of the tree it cannot read (a missing template) is named by its place in the tree: bad input, exit 2."""
     # torchgen writes some outputs (the AOTI shims) relative to its working directory:
     # run it in a scratch directory so that nothing lands in the tree.
     progress.command([tree.python, *args])
     with tempfile.TemporaryDirectory(prefix="codemod-cwd-") as cwd:
         result = subprocess.run([tree.python, *args], env=tree.python_env(), cwd=cwd, capture_output=True, text=True)
-    if result.returncode != 0:
-        tail = "\n".join((result.stderr or result.stdout).strip().splitlines()[-15:])
-        raise VerificationFailed(f"{what} failed (exit {result.returncode}):\n{tail}")
+    if result.returncode == 0:
+        return
+    exception = _exception(result.stderr or result.stdout)
+    for scratch, in_tree in (scratch_paths or {}).items():
+        exception = exception.replace(str(scratch), str(in_tree))
+    unreadable = _OS_ERROR.search(exception)
+    if unreadable and Path(unreadable["path"]).is_relative_to(tree.root):
+        raise BadInput(f"{unreadable['path']}: {unreadable['why']}, and {what} reads it; restore it and run again")
+    raise CodegenFailed(what, result.returncode, exception)
 
 
-# Runs in the tree's Python environment: torchgen's own loader on the whole yaml; prints its refusal as JSON.
+def _exception(output: str) -> str:
+    """What a Python traceback in OUTPUT ends with: the exception and its message, without the frames above."""
+    lines = output.strip().splitlines()
+    frames = [i for i, line in enumerate(lines) if line.startswith('  File "')]
+    if not frames:
+        return "\n".join(lines[-15:])
+    rest = lines[frames[-1] + 1 :]
+    while rest and rest[0].startswith("    "):  # the frame's source line and its ^^^ marks
+        rest = rest[1:]
+    return "\n".join(rest)
+
+
+# Runs in the tree's Python environment: torchgen's own loaders on tags.yaml, then on the whole native yaml; prints
+# the first refusal as JSON, with the file it refused.
 _LOAD_NATIVE_YAML = r"""
 import json, sys
-from torchgen.gen import parse_native_yaml
-try:
-    parse_native_yaml(sys.argv[1], sys.argv[2])
-except Exception as error:
-    print(json.dumps({"error": type(error).__name__, "message": str(error)}))
+from torchgen import gen
+native, tags = sys.argv[1:3]
+for which, load in (("tags", lambda: gen.parse_tags_yaml(tags)), ("native", lambda: gen.parse_native_yaml(native, tags))):
+    try:
+        load()
+    except Exception as error:
+        print(json.dumps({"file": which, "error": type(error).__name__, "message": str(error)}))
+        break
 """
 _LOCATION = re.compile(r"^\s*in .*:(?P<line>\d+):$", re.MULTILINE)  # the context torchgen adds to its errors
 
 
 def check_native_yaml(tree: Tree) -> None:
-    """What torchgen's loader refuses in the whole native_functions.yaml (a bad schema in any entry, a dangling
-    structured_delegate, ...) is refused before planning, with its line and torchgen's reason, not after writing."""
+    """What torchgen's loaders refuse in tags.yaml or the whole native_functions.yaml (a bad schema in any entry, a
+    dangling structured_delegate, ...) is refused before planning, with its line and torchgen's reason, not after
+    writing."""
     args = [tree.python, "-c", _LOAD_NATIVE_YAML, str(tree.path(NATIVE_FUNCTIONS)), str(tree.path(TAGS))]
     progress.command(args)
     result = subprocess.run(args, env=tree.python_env(), capture_output=True, text=True)
     if result.returncode != 0:
-        raise VerificationFailed(f"torchgen's loader could not run on {NATIVE_FUNCTIONS}:\n{result.stderr.strip()}")
+        raise CodegenFailed(f"torchgen's loader on {NATIVE_FUNCTIONS}", result.returncode, _exception(result.stderr))
     if result.stdout.strip():
         refusal = json.loads(result.stdout)
         found = _LOCATION.search(refusal["message"])
-        where = f"{NATIVE_FUNCTIONS}:{found.group('line')}" if found else NATIVE_FUNCTIONS
+        where = TAGS if refusal["file"] == "tags" else f"{NATIVE_FUNCTIONS}:{found.group('line')}" if found else NATIVE_FUNCTIONS
         reason = refusal["message"].splitlines()[0] if refusal["message"] else ""
         raise BadInput(f"{where}: torchgen refuses the file ({refusal['error']}: {reason}); fix it and run again")
 
 
-def aten(tree: Tree, source_dir: Path, out_dir: Path, *extra: str) -> None:
+def check_autograd(tree: Tree) -> None:
+    """The tree's own autograd codegen on the tree as it is: what it refuses (an empty derivatives.yaml, ...) is
+    refused before planning, not found by the verification after writing."""
+    with tempfile.TemporaryDirectory(prefix="codemod-autograd-check-") as out:
+        try:
+            autograd(tree, Path(out))
+        except CodegenFailed as failure:
+            reason = failure.exception.splitlines()[0] if failure.exception else "no message"
+            raise BadInput(
+                f"{DERIVATIVES}: the tree's autograd codegen refuses the tree as it is, before any edit ({reason}); "
+                "fix the tree's autograd inputs and run again"
+            ) from None
+
+
+def aten(tree: Tree, source_dir: Path, out_dir: Path, *extra: str, scratch_paths: dict[Path, Path] | None = None) -> None:
     """`torchgen.gen` on SOURCE_DIR (holding native/ and templates/) into OUT_DIR."""
-    run(tree, ["-m", "torchgen.gen", "-s", str(source_dir), "-d", str(out_dir), *extra], "torchgen (ATen codegen)")
+    run(tree, ["-m", "torchgen.gen", "-s", str(source_dir), "-d", str(out_dir), *extra], "torchgen (ATen codegen)", scratch_paths)
 
 
 def aten_on_entries(tree: Tree, native_yaml_text: str, out_dir: Path) -> None:
@@ -91,8 +143,8 @@ def aten_on_entries(tree: Tree, native_yaml_text: str, out_dir: Path) -> None:
         try:
             aten_on_yaml(tree, _joined(native_yaml_text, tree_yaml(), support), out_dir)
             return
-        except VerificationFailed as failure:
-            named = _ops_named_in(tree_yaml(), _exception_message(str(failure)), own) - ops
+        except CodegenFailed as failure:
+            named = _ops_named_in(tree_yaml(), failure.exception, own) - ops
             if not named:
                 break
             with _support_lock:
@@ -104,13 +156,6 @@ def aten_on_entries(tree: Tree, native_yaml_text: str, out_dir: Path) -> None:
 
 def _joined(native_yaml_text: str, doc: native_yaml.NativeYaml, support: list[native_yaml.Entry]) -> str:
     return "\n".join([native_yaml_text, *(doc.entry_text(entry) for entry in support)])
-
-
-def _exception_message(failure: str) -> str:
-    """The lines after the traceback's last frame: the exception and its message."""
-    lines = failure.splitlines()
-    frames = [i for i, line in enumerate(lines) if line.startswith(" ")]
-    return "\n".join(lines[frames[-1] + 1 :] if frames else lines)
 
 
 def _ops_named_in(doc: native_yaml.NativeYaml, message: str, own: set[str]) -> set[str]:
@@ -132,7 +177,8 @@ def aten_on_yaml(tree: Tree, native_yaml_text: str, out_dir: Path) -> None:
         (source / "native" / "native_functions.yaml").write_text(native_yaml_text)
         shutil.copyfile(tree.path(TAGS), source / "native" / "tags.yaml")
         (source / "templates").symlink_to(tree.path(TEMPLATES), target_is_directory=True)
-        aten(tree, source, out_dir)
+        in_tree = {source / "templates": tree.path(TEMPLATES), source / "native" / "tags.yaml": tree.path(TAGS)}
+        aten(tree, source, out_dir, scratch_paths=in_tree)
 
 
 def autograd(tree: Tree, out_dir: Path) -> None:

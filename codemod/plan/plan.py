@@ -11,6 +11,7 @@ from codemod.capture import codegen
 from codemod.capture.capture import Capture
 from codemod.model import exact_text, native_yaml, progress
 from codemod.model.edits import Edit, apply_edits
+from codemod.model.errors import BadInput, CodemodError
 from codemod.model.native_yaml import OpGroup
 from codemod.model.tree import DERIVATIVES, NATIVE_FUNCTIONS, Tree
 from codemod.plan import callers as plan_callers
@@ -70,13 +71,22 @@ def op_entries(tree: Tree, op: str, guarded: bool = False, native_functions: str
 
 def make_plan(tree: Tree, op: str, guarded: bool = False) -> Plan:
     entries = op_entries(tree, op, guarded)
-    groups, overloads, yaml_edits = list(entries.groups), entries.overloads, list(entries.yaml_edits)
-    with ThreadPoolExecutor(max_workers=1) as pool:  # while the capture runs
-        whole_file_check = pool.submit(codegen.check_native_yaml, tree)
+    with ThreadPoolExecutor(max_workers=1) as pool:  # while the op is planned
+        autograd_check = pool.submit(codegen.check_autograd, tree)
         try:
-            captured = capture_step.capture(tree, op, *entries.capture_inputs(), overloads)
-        finally:
-            whole_file_check.result()  # torchgen refusing the file is the cause of anything else
+            plan = _plan(tree, op, guarded, entries)
+        except BadInput:
+            raise  # names its file (torchgen's loaders check the yaml and tags.yaml, which the autograd codegen reads too)
+        except CodemodError:
+            autograd_check.result()  # the autograd codegen refusing the tree as it is: the cause of a failure planning
+            raise
+        autograd_check.result()
+        return plan
+
+
+def _plan(tree: Tree, op: str, guarded: bool, entries: OpEntries) -> Plan:
+    groups, overloads, yaml_edits = list(entries.groups), entries.overloads, list(entries.yaml_edits)
+    captured = capture_step.capture(tree, op, *entries.capture_inputs(), overloads)
     if guarded:
         return _guarded_plan(tree, op, overloads, [*yaml_edits, *plan_guarded.template_edits(tree, captured)], captured)
 
