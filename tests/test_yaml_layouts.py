@@ -47,6 +47,8 @@ class Layout:
     breakage: str = ""  # one of BREAKAGES, meant to break the layout (torchgen judges whether it does)
     guarded: bool = False  # `bypass --guarded`: the key is added, nothing removed
     document_markers: bool = False  # the file opens with `%YAML 1.1` and `---` and closes with `...`
+    bom: bool = False  # the file starts with a UTF-8 byte order mark
+    tags_anchor: str = ""  # "another entry": mul's tags are `*t`, anchored on an entry above; "first member": on mul.Tensor's
 
 
 def _scalar(value: object, quote: str, flow: bool) -> str:
@@ -58,8 +60,9 @@ def _scalar(value: object, quote: str, flow: bool) -> str:
     return f"'{text}'" if quote == "'" else text
 
 
-def _value_lines(key: str, value: object, layout: Layout, indent: str) -> list[str]:
-    """The lines of `key: value` in block style, the first without its indentation."""
+def _value_lines(key: str, value: object, layout: Layout, indent: str, node: str) -> list[str]:
+    """The lines of `key: value` in block style, the first without its indentation. NODE: "&t" anchors the tags,
+    "*t" writes them as an alias."""
     comment = "  # a trailing comment, not ASCII: é" if layout.trailing_comments else ""
     if key == "func":
         return [f"func: {_scalar(value, layout.func_quote, False)}{comment}"]
@@ -77,17 +80,24 @@ def _value_lines(key: str, value: object, layout: Layout, indent: str) -> list[s
         if layout.breakage == "dispatch line dedented":
             inner[-1] = inner[-1][1:]
         return ["dispatch:", *inner]
+    if key == "tags" and node == "*t":
+        return [f"tags: *t{comment}"]
+    anchor = f" {node}" if key == "tags" else ""
     if key == "tags" and isinstance(value, list) and layout.tags_style == "block":
-        return ["tags:", *(f"{indent}- {tag}" for tag in value)]
+        return [f"tags:{anchor}", *(f"{indent}- {tag}" for tag in value)]
     if key == "tags" and layout.tags_style == "flow":
         tags = value if isinstance(value, list) else [value]
-        return [f"tags: [{', '.join(tags)}]{comment}"]
+        return [f"tags:{anchor} [{', '.join(tags)}]{comment}"]
+    if anchor:
+        return [f"tags:{anchor} " + (f"[{', '.join(value)}]" if isinstance(value, list) else str(value)) + comment]
     if isinstance(value, list):
         return [f"{key}: [{', '.join(value)}]{comment}"]
     return [f"{key}: {_scalar(value, '', False)}{comment}"]
 
 
-def _flow_item(key: str, value: object, layout: Layout) -> str:
+def _flow_item(key: str, value: object, layout: Layout, node: str) -> str:
+    if key == "tags" and node:
+        return "tags: *t" if node == "*t" else f"tags: &t {json.dumps(value)}"
     if isinstance(value, dict):
         return f"{key}: {{" + ", ".join(f"{_scalar(k, '', True)}: {_scalar(v, '', True)}" for k, v in value.items()) + "}"
     if isinstance(value, list):
@@ -95,14 +105,14 @@ def _flow_item(key: str, value: object, layout: Layout) -> str:
     return f"{key}: {_scalar(value, layout.func_quote if key == 'func' else '', True)}"
 
 
-def render_entry(values: dict, layout: Layout) -> str:
+def render_entry(values: dict, layout: Layout, node: str = "") -> str:
     keys = list(values)
     if layout.key_order:
         keys = [keys[i] for i in layout.key_order if i < len(keys)]
     if layout.breakage == "duplicate key":
         keys.append("dispatch" if "dispatch" in keys else "structured_delegate")
     if layout.flow_entry:
-        body = ",\n   ".join(_flow_item(key, values[key], layout) for key in keys)
+        body = ",\n   ".join(_flow_item(key, values[key], layout, node) for key in keys)
         return "- {" + body + ("\n" if layout.breakage == "unclosed flow mapping" else "}\n")
     indent = " " * layout.indent
     lines: list[str] = []
@@ -111,7 +121,7 @@ def render_entry(values: dict, layout: Layout) -> str:
             lines.append(f"{indent}# a comment between keys")
         if number and layout.blank_between_keys:
             lines.append("")
-        block = _value_lines(key, values[key], layout, indent)
+        block = _value_lines(key, values[key], layout, indent, node)
         lines += [indent + block[0], *block[1:]]
     if layout.dash_alone:
         lines.insert(0, "-")
@@ -125,25 +135,30 @@ def render_entry(values: dict, layout: Layout) -> str:
 
 
 def variant_text(layout: Layout) -> str:
-    """target_tree's yaml with mul's entries in LAYOUT; every other byte as it is."""
+    """target_tree's yaml with mul's entries in LAYOUT; every other byte as it is (but the anchor LAYOUT may put on
+    the first tags of the file)."""
     by_name = PRISTINE_DOC.by_name()
     pieces, cursor = [], 0
-    for name in MEMBERS:
+    for number, name in enumerate(MEMBERS):
         entry = by_name[name]
         start = sum(len(line) for line in PRISTINE_DOC.lines[: entry.first_line])
         end = sum(len(line) for line in PRISTINE_DOC.lines[: entry.end_line])
         values = PRISTINE_DOC.values[PRISTINE_DOC.entries.index(entry)]
-        pieces += [PRISTINE[cursor:start], render_entry(values, layout)]
+        node = "&t" if layout.tags_anchor == "first member" and number == 0 else "*t" if layout.tags_anchor else ""
+        pieces += [PRISTINE[cursor:start], render_entry(values, layout, node)]
         cursor = end
     text = "".join(pieces) + PRISTINE[cursor:]
-    return f"%YAML 1.1\n---\n{text}...\n" if layout.document_markers else text
+    if layout.tags_anchor == "another entry":
+        text = text.replace("\n  tags: ", "\n  tags: &t ", 1)
+    text = f"%YAML 1.1\n---\n{text}...\n" if layout.document_markers else text
+    return "\ufeff" + text if layout.bom else text
 
 
 def torchgen_verdict(tree: Path) -> Exception | None:
     """None when the installed torchgen's own loader accepts the tree's yaml, else what it raised."""
     try:
         parse_native_yaml(str(tree / NATIVE_FUNCTIONS), str(tree / TAGS))
-    except Exception as error:  # noqa: BLE001: torchgen raises YAMLError or AssertionError, both are verdicts
+    except Exception as error:  # noqa: BLE001 (torchgen raises YAMLError or AssertionError, both are verdicts)
         return error
     return None
 
@@ -165,6 +180,8 @@ layouts = st.builds(
     breakage=st.sampled_from(["", "", "", "", *BREAKAGES]),
     guarded=st.booleans(),
     document_markers=st.booleans(),
+    bom=st.booleans(),
+    tags_anchor=st.sampled_from(["", "", "another entry", "first member"]),
 )
 
 
@@ -183,6 +200,11 @@ layouts = st.builds(
 @example(Layout(flow_entry=True, guarded=True))
 @example(Layout(indent=4, dash_alone=True, guarded=True))
 @example(Layout(document_markers=True, trailing_comments=True))
+# Issue 18, item 7: torchgen accepts a byte order mark, and an alias of another entry's anchored tags
+@example(Layout(bom=True))
+@example(Layout(tags_anchor="another entry"))
+@example(Layout(tags_anchor="first member", tags_style="block", guarded=True))
+@example(Layout(tags_anchor="another entry", flow_entry=True, bom=True, document_markers=True))
 def test_a_layout_torchgen_accepts_is_bypassed_and_reverted_one_it_refuses_exits_2(layout: Layout) -> None:
     with tempfile.TemporaryDirectory(prefix="codemod-layout-") as scratch:
         tree = Path(scratch) / "tree"

@@ -13,6 +13,7 @@ from __future__ import annotations
 import bisect
 import difflib
 import itertools
+import json
 import re
 from collections import defaultdict
 from dataclasses import dataclass
@@ -21,7 +22,9 @@ from functools import cached_property
 import yaml
 from ruamel.yaml import YAML
 from ruamel.yaml import nodes as ruamel_nodes
+from ruamel.yaml.composer import Composer
 from ruamel.yaml.error import YAMLError as RuamelError
+from ruamel.yaml.events import AliasEvent
 
 from codemod.model.errors import BadInput
 
@@ -42,6 +45,8 @@ UNSUPPORTED_STRUCTURED_KEYS = {
     "precomputed": "its meta function returns precomputed values through generated structs",
 }
 
+_BOM = "\ufeff"
+_ALIAS = re.compile(r"(?:\s|[:-]|#[^\n]*)*\*[^\s,\[\]{}]+")  # indicators, blanks and comments, then `*name`
 _FUNC_NAME = re.compile(r"\s*(?P<name>[A-Za-z0-9_]+(?:\.[A-Za-z0-9_]+)?)\s*\(")
 _C_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
@@ -113,8 +118,13 @@ class NativeYaml:
         return " " * entry.column + self.text[entry.start : entry.end]
 
     def entry_text(self, entry: Entry) -> str:
-        """The entry as a one-item list, for a yaml of just some entries (the capture, the verification)."""
-        return "-\n" + self.entry_source(entry) + "\n"
+        """The entry as a one-item list, for a yaml of just some entries (the capture, the verification). An alias of
+        an anchor in another entry would be undefined there: such an entry is written out from its values (JSON,
+        which YAML reads)."""
+        source = self.entry_source(entry)
+        if _aliases_elsewhere(source):
+            return "- " + json.dumps(self.values[self.entries.index(entry)]) + "\n"
+        return "-\n" + source + "\n"
 
     def by_name(self) -> dict[str, Entry]:
         return {e.name: e for e in self.entries}
@@ -140,6 +150,15 @@ class NativeYaml:
         return index
 
 
+def _aliases_elsewhere(source: str) -> bool:
+    """Whether SOURCE names an anchor it does not define."""
+    if "*" not in source:
+        return False
+    tokens = list(yaml.scan(source, Loader=_C_LOADER))
+    anchors = {token.value for token in tokens if isinstance(token, yaml.AnchorToken)}
+    return any(isinstance(token, yaml.AliasToken) and token.value not in anchors for token in tokens)
+
+
 def op_name(base: str) -> str:
     """The op an entry belongs to: "mul_" -> "mul"; dunder names ("__iand__") are their own op."""
     return base[:-1] if base.endswith("_") and not base.endswith("__") else base
@@ -152,17 +171,18 @@ def line_end(text: str, offset: int) -> int:
 
 
 def load(rel_path: str, text: str) -> NativeYaml:
-    root, values = _compose(rel_path, text)
+    bom = len(_BOM) if text.startswith(_BOM) else 0  # libyaml (torchgen's loader) skips it, and counts marks after it
+    root, values = _compose(rel_path, text[bom:])
     if not isinstance(root, yaml.SequenceNode):
         raise BadInput(f"{rel_path}:1: expected a list of entries (`- func: ...`), as torchgen does; fix the file's layout")
     lines = split_lines(text)
     line_ends = list(itertools.accumulate(len(line) for line in lines))
-    entries = tuple(_entry(rel_path, text, line_ends, node, value) for node, value in zip(root.value, values, strict=True))
+    entries = tuple(_entry(rel_path, text, bom, line_ends, node, value) for node, value in zip(root.value, values, strict=True))
     _refuse_duplicate_names(rel_path, entries)
     return NativeYaml(rel_path, text, lines, entries, values)
 
 
-def _entry(rel_path: str, text: str, line_ends: list[int], node: yaml.Node, value: object) -> Entry:
+def _entry(rel_path: str, text: str, bom: int, line_ends: list[int], node: yaml.Node, value: object) -> Entry:
     where = f"{rel_path}:{node.start_mark.line + 1}"
     if not isinstance(value, dict):
         raise BadInput(f"{where}: an item that is not a mapping (torchgen expects `func:` and its keys); fix the file")
@@ -170,9 +190,9 @@ def _entry(rel_path: str, text: str, line_ends: list[int], node: yaml.Node, valu
     match = _FUNC_NAME.match(func) if isinstance(func, str) else None
     if match is None:
         raise BadInput(f"{where}: an entry without a `func: name.overload(...)` (torchgen requires one); fix the file")
-    end = content_end(node, text)
+    end = bom + content_end(node, text[bom:] if bom else text)
     end_line = bisect.bisect_right(line_ends, end - 1) + 1  # the line after the one holding the last character
-    return Entry(match.group("name"), node.start_mark.line, end_line, node.start_mark.index, end, node.start_mark.column)
+    return Entry(match.group("name"), node.start_mark.line, end_line, bom + node.start_mark.index, end, node.start_mark.column)
 
 
 def _refuse_duplicate_names(rel_path: str, entries: tuple[Entry, ...]) -> None:
@@ -189,14 +209,27 @@ def _refuse_duplicate_names(rel_path: str, entries: tuple[Entry, ...]) -> None:
 def content_end(node, text: str) -> int:
     """Just after the node's last character: a block collection's last child, a scalar without trailing blanks.
 
-    Works on PyYAML's and ruamel's nodes alike (both mark character offsets)."""
+    Works on PyYAML's and ruamel's nodes alike (both mark character offsets). An alias composes to the node it
+    names, which lies earlier in the file: a last child before its key (or the item before it) is one, and ends
+    where the alias `*name` written after that key (or item) ends."""
     if isinstance(node, (yaml.MappingNode, ruamel_nodes.MappingNode)) and not node.flow_style and node.value:
         key, value = node.value[-1]
+        if value.start_mark.index < key.end_mark.index:
+            return _alias_end(text, key.end_mark.index)
         return max(content_end(key, text), content_end(value, text))
     if isinstance(node, (yaml.SequenceNode, ruamel_nodes.SequenceNode)) and not node.flow_style and node.value:
+        previous = content_end(node.value[-2], text) if len(node.value) > 1 else node.start_mark.index
+        if node.value[-1].start_mark.index < previous:
+            return _alias_end(text, previous)
         return content_end(node.value[-1], text)
     start, end = node.start_mark.index, node.end_mark.index
     return start + len(text[start:end].rstrip())  # a block scalar ends after its line breaks
+
+
+def _alias_end(text: str, after: int) -> int:
+    """The end of the first alias written after AFTER (past the `:` or `-` indicators, blanks and comments)."""
+    found = _ALIAS.match(text, after)
+    return found.end() if found else after
 
 
 class _Loader(_C_LOADER):
@@ -275,13 +308,27 @@ def _is_gap_line(line: str) -> bool:
     return not line.strip() or line.startswith("#")
 
 
+class _EntryComposer(Composer):
+    """Composes one entry alone: an alias of an anchor in another entry stands as a scalar where the alias is
+    written (only the composed nodes' spans are read; the values are the whole file's)."""
+
+    def compose_node(self, parent, index):
+        if self.parser.check_event(AliasEvent) and self.parser.peek_event().anchor not in self.anchors:
+            event = self.parser.get_event()
+            return ruamel_nodes.ScalarNode("tag:yaml.org,2002:str", f"*{event.anchor}", event.start_mark, event.end_mark)
+        return super().compose_node(parent, index)
+
+
 def parse_entry(doc: NativeYaml, entry: Entry) -> ParsedEntry:
     """Compose one entry with ruamel.yaml; map each key to its character span in the file."""
     source = doc.entry_source(entry)
+    parser = YAML(typ="rt")
+    parser.Composer = _EntryComposer
     try:
-        node = YAML(typ="rt").compose(source)
+        node = parser.compose(source)
     except RuamelError as error:
-        raise BadInput(f"{doc.rel_path}:{entry.first_line + 1}: cannot parse {entry.name}: {error}")
+        problem = " ".join(str(getattr(error, "problem", None) or error).split())
+        raise BadInput(f"{doc.rel_path}:{entry.first_line + 1}: cannot parse {entry.name}: {problem}; fix the entry and run again") from None
     shift = entry.start - entry.column  # a character of SOURCE at i is the file's i + shift
     spans = {
         str(key.value): KeySpan(
