@@ -3,15 +3,12 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from codemod.capture import capture as capture_step
-from codemod.capture import codegen
 from codemod.capture.capture import Capture
 from codemod.model import exact_text, native_yaml, progress
 from codemod.model.edits import Edit, apply_edits
-from codemod.model.errors import BadInput, CodemodError
 from codemod.model.native_yaml import OpGroup
 from codemod.model.tree import DERIVATIVES, NATIVE_FUNCTIONS, Tree
 from codemod.plan import callers as plan_callers
@@ -71,20 +68,6 @@ def op_entries(tree: Tree, op: str, guarded: bool = False, native_functions: str
 
 def make_plan(tree: Tree, op: str, guarded: bool = False) -> Plan:
     entries = op_entries(tree, op, guarded)
-    with ThreadPoolExecutor(max_workers=1) as pool:  # while the op is planned
-        autograd_check = pool.submit(codegen.check_autograd, tree)
-        try:
-            plan = _plan(tree, op, guarded, entries)
-        except BadInput:
-            raise  # names its file (torchgen's loaders check the yaml and tags.yaml, which the autograd codegen reads too)
-        except CodemodError:
-            autograd_check.result()  # the autograd codegen refusing the tree as it is: the cause of a failure planning
-            raise
-        autograd_check.result()
-        return plan
-
-
-def _plan(tree: Tree, op: str, guarded: bool, entries: OpEntries) -> Plan:
     groups, overloads, yaml_edits = list(entries.groups), entries.overloads, list(entries.yaml_edits)
     captured = capture_step.capture(tree, op, *entries.capture_inputs(), overloads)
     if guarded:

@@ -17,7 +17,7 @@ from codemod.plan.plan import OpEntries, op_entries
 from codemod.verify.cache import cache_dir, digest
 
 
-def _codegen_fingerprint(tree: Tree) -> list[bytes | str]:
+def codegen_fingerprint(tree: Tree) -> list[bytes | str]:
     """Everything besides the yaml that decides what torchgen generates, and the code that captures it."""
     parts: list[bytes | str] = [tree.path(TAGS).read_bytes()]
     for path in sorted(tree.path(TEMPLATES).rglob("*")):
@@ -52,7 +52,7 @@ def bypassed_or_current(tree: Tree, op: str, guarded: bool = False) -> tuple[OpE
 def capture_for(tree: Tree, op: str, entries: OpEntries) -> Capture:
     """The op's Capture, as make_plan computes it, cached by the hash of all its inputs."""
     (before, after), overloads = entries.capture_inputs(), entries.overloads
-    key = digest(op, before, after, "\0".join(overloads), *_codegen_fingerprint(tree))[:20]
+    key = digest(op, before, after, "\0".join(overloads), *codegen_fingerprint(tree))[:20]
     cached = cache_dir() / f"capture-{op}-{key}.json"
     if cached.is_file():
         return Capture.from_json(cached.read_text())

@@ -4,6 +4,7 @@ from __future__ import annotations
 import contextlib
 import json
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import click
@@ -14,10 +15,10 @@ from codemod.cli.commands.build import build_and_check
 from codemod.cli.options import JSON_OPTION, TREE_OPTION, complete_ops, run, say, validated_ops
 from codemod.measure import hot as hot_step
 from codemod.model import op_name, progress
-from codemod.model.errors import BadInput, VerificationFailed
+from codemod.model.errors import BadInput, CodemodError, VerificationFailed
 from codemod.model.tree import Tree, locate
 from codemod.plan.plan import Plan, combined_changes, make_plan
-from codemod.verify import fixed_point
+from codemod.verify import autograd_check, fixed_point
 from codemod.verify.verify import verify
 
 
@@ -133,6 +134,21 @@ def _already_bypassed(tree: Tree, op: str, mode: str, as_json: bool) -> bool:
 
 
 def _plans(tree: Tree, ops: list[str], guarded: bool) -> list[Plan]:
+    """The plans, while the tree's autograd codegen checks the tree as it is (autograd_check)."""
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        autograd = pool.submit(autograd_check.check, tree)
+        try:
+            plans = _planned(tree, ops, guarded)
+        except BadInput:
+            raise  # names its file (torchgen's loaders check the yaml and tags.yaml, which the autograd codegen reads too)
+        except CodemodError:
+            autograd.result()  # the autograd codegen refusing the tree as it is: the cause of a failure planning
+            raise
+        autograd.result()
+    return plans
+
+
+def _planned(tree: Tree, ops: list[str], guarded: bool) -> list[Plan]:
     """Each op planned on the tree as the ops before it leave it (in a scratch copy when there are several), and
     every file it writes checked (a directory where a file goes, ...), before anything is compiled or written."""
     if len(ops) == 1:
