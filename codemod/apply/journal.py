@@ -21,6 +21,7 @@ import hashlib
 import json
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import TypedDict
 
 from codemod.apply import rebase, transaction
 from codemod.apply.lock import LOCK_FILE
@@ -44,6 +45,25 @@ class JournalFile:
     path: str
     before: bytes | None  # None: the bypass created the file, revert deletes it
     after: bytes  # what the bypass wrote
+
+
+class _RecordedFile(TypedDict):
+    path: str
+    before: str | None  # base64
+    after: str
+
+
+class _Recorded(TypedDict):
+    """A journal as JSON, its sha256 left out."""
+
+    format: str
+    op: str
+    mode: str
+    sequence: int
+    overloads: list[str]
+    files: list[_RecordedFile]
+    created_dirs: list[str]
+    capture: Capture | None
 
 
 @dataclass(frozen=True)
@@ -82,12 +102,14 @@ class Journal:
         try:
             if raw.get("format") != FORMAT:
                 raise BadInput(
-                    f"{where}: journal format {raw.get('format')!r}, this codemod reads {FORMAT!r}; "
+                    f"{where}: journal format {str(raw.get('format'))[:40]!r}, this codemod reads {FORMAT!r}; "
                     "revert with the codemod version that wrote it, or restore the files from version control"
                 )
             recorded = raw.pop("sha256")
             if recorded != _digest(raw):
                 raise BadInput(f"{where}: the journal does not match its sha256 (edited by hand?); restore the files from version control")
+            if not json_file.matches(raw, _Recorded):
+                raise TypeError("a field missing, unknown or of the wrong type")
             files = tuple(JournalFile(f["path"], _decode(f["before"]), _decode(f["after"])) for f in raw["files"])
             captured = raw["capture"]
             capture = None if captured is None else Capture.from_json(json.dumps(captured))

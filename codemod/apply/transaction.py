@@ -22,6 +22,7 @@ import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypedDict
 
 from codemod.apply import targets
 from codemod.apply.targets import STATE_DIR, temporary
@@ -38,6 +39,15 @@ CRASH_EXIT = 86  # what a crashed test run exits with, so a test can tell it fro
 _COMMAND = re.compile(r"(bypass|revert) [\w. ]{1,4000}")  # what `run` records: named in messages, so one line
 
 _mutations = itertools.count(1)
+
+
+class _Recorded(TypedDict):
+    """A transaction log as JSON."""
+
+    format: str
+    command: str
+    writes: list[tuple[str, str | None]]  # base64
+    remove_dirs: list[str]
 
 
 @dataclass(frozen=True)
@@ -64,7 +74,9 @@ class Transaction:
         try:
             if raw["format"] != FORMAT:
                 raise ValueError(f"not format {FORMAT!r}")
-            if not isinstance(raw["command"], str) or not _COMMAND.fullmatch(raw["command"]):
+            if not json_file.matches(raw, _Recorded):
+                raise TypeError("a field missing, unknown or of the wrong type")
+            if not _COMMAND.fullmatch(raw["command"]):
                 raise ValueError("not a codemod command")
             writes = tuple(
                 (path, None if encoded is None else base64.b64decode(encoded, validate=True)) for path, encoded in raw["writes"]

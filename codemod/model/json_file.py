@@ -5,8 +5,11 @@ exhaust Python's recursion. Each of those is BadInput naming the file, never a t
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import stat
+import types
+import typing
 from pathlib import Path
 
 from codemod.model.errors import BadInput
@@ -61,3 +64,27 @@ def _depth_exceeds(document: object, limit: int) -> bool:
                     return True
                 stack.append((child, depth + 1))
     return False
+
+
+def matches(value: object, hint: object) -> bool:
+    """Whether the JSON VALUE has the shape of the type HINT: a dataclass or TypedDict is an object of exactly its
+    fields, a tuple or list an array (a fixed tuple of its length), a dict an object."""
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if dataclasses.is_dataclass(hint) or typing.is_typeddict(hint):
+        fields = typing.get_type_hints(hint)
+        return isinstance(value, dict) and value.keys() == fields.keys() and all(matches(value[k], h) for k, h in fields.items())
+    if origin in (tuple, list):
+        if not isinstance(value, list):
+            return False
+        if origin is tuple and args[-1:] != (Ellipsis,):
+            return len(value) == len(args) and all(map(matches, value, args))
+        return all(matches(item, args[0]) for item in value)
+    if origin is dict:
+        return isinstance(value, dict) and all(matches(k, args[0]) and matches(v, args[1]) for k, v in value.items())
+    if origin in (types.UnionType, typing.Union):
+        return any(matches(value, arg) for arg in args)
+    if hint is None or hint is type(None):
+        return value is None
+    if hint is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    return isinstance(hint, type) and isinstance(value, hint)
