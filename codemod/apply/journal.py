@@ -245,7 +245,13 @@ def revert(tree: Tree, ops: list[str], force: bool = False) -> list[Reverted]:
             )
         del journals[op]
         changed_journals.discard(op)
-        remove_dirs += removed.created_dirs
+        for directory in removed.created_dirs:
+            heirs = [j for j in journals.values() if any(f.before is None and _under(f.path, directory) for f in j.files)]
+            for heir in heirs:  # it still holds their new files: the last of them to be reverted removes it
+                journals[heir.op] = replace(heir, created_dirs=_deepest_first({*heir.created_dirs, directory}))
+                changed_journals.add(heir.op)
+            if not heirs:
+                remove_dirs.append(directory)
         reverted.append(Reverted(op, removed.mode, tuple(outcomes)))
     writes = [
         *((path, data) for path, data in files.items() if data != _current(tree, path)),
@@ -370,4 +376,12 @@ def _missing_dirs(tree: Tree, created_files: list[str]) -> tuple[str, ...]:
         for parent in Path(path).parents:
             if parent != Path(".") and not tree.path(parent.as_posix()).exists():
                 missing.add(parent.as_posix())
-    return tuple(sorted(missing, key=lambda p: (-p.count("/"), p)))
+    return _deepest_first(missing)
+
+
+def _deepest_first(directories: set[str]) -> tuple[str, ...]:
+    return tuple(sorted(directories, key=lambda p: (-p.count("/"), p)))
+
+
+def _under(path: str, directory: str) -> bool:
+    return Path(directory) in Path(path).parents
