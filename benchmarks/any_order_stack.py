@@ -1,13 +1,19 @@
-"""The largest stack: all of target_tree/'s bypassable ops, each plain or guarded at random, bypassed in a random
-order with user edits between bypasses, then reverted in ORDERS random orders (one to three ops per revert);
-every order must end byte-identical (files, modes, symlinks, directories) to target_tree/ plus the user edits.
-Uses the helpers of tests/test_any_order.py (the same functions `bypass --no-build --no-verify` and `revert` call).
-Figures for a person; nothing here asserts a time.
+"""Longer sweeps than tests/test_any_order.py runs, with its helpers (the functions `bypass --no-build --no-verify`
+and `revert` call). Figures for a person; nothing here asserts a time.
 
     python benchmarks/any_order_stack.py [SEED] [ORDERS] [EDITS]
+        The largest stack: all of target_tree/'s bypassable ops, each plain or guarded at random, bypassed in a random
+        order with the real planner (torchgen on every op) and user edits between bypasses, then reverted in ORDERS
+        random orders (one to three ops per revert); every order must end byte-identical (files, modes, symlinks,
+        directories) to target_tree/ plus the user edits.
+    python benchmarks/any_order_stack.py pairs
+        Every ordered pair of the bypassable ops in every mode pair (plain/guarded for each): 4 x 420 pairs, each
+        reverted in both orders; torchgen asked once per input, as the test's pair sweep does.
 """
 from __future__ import annotations
 
+import itertools
+import os
 import random
 import shutil
 import sys
@@ -15,12 +21,16 @@ import tempfile
 import time
 from pathlib import Path
 
+import pytest
+
 from codemod.model.tree import NATIVE_FUNCTIONS, locate
 from tests.test_any_order import (
     OPS,
     REAL_YAML,
+    ask_torchgen_once,
     bypass,
     free_lines,
+    pair_failures,
     prepared_copy,
     quiet_lines,
     revert,
@@ -29,7 +39,7 @@ from tests.test_any_order import (
 )
 
 
-def main(seed: int, orders: int, edits_wanted: int) -> None:
+def stack(seed: int, orders: int, edits_wanted: int) -> None:
     rng = random.Random(seed)
     with tempfile.TemporaryDirectory(prefix="codemod-stack-") as scratch:
         pristine = prepared_copy(Path(scratch) / "pristine")
@@ -55,7 +65,7 @@ def main(seed: int, orders: int, edits_wanted: int) -> None:
             expected[key] = (kind, data.replace(line, comment + line), mode)
         bypassed = Path(scratch) / "bypassed"
         shutil.copytree(root, bypassed, symlinks=True)
-        for attempt in range(orders):
+        for _ in range(orders):
             shutil.rmtree(root)
             shutil.copytree(bypassed, root, symlinks=True)
             reverts, batches, start = rng.sample(order, len(order)), [], time.monotonic()
@@ -71,6 +81,26 @@ def main(seed: int, orders: int, edits_wanted: int) -> None:
                 sys.exit(1)
 
 
+def pairs() -> None:
+    failed = 0
+    with tempfile.TemporaryDirectory(prefix="codemod-pairs-") as scratch, pytest.MonkeyPatch.context() as patch:
+        ask_torchgen_once(patch)
+        pristine = prepared_copy(Path(scratch) / "pristine")
+        for modes in itertools.product((False, True), repeat=2):
+            start, cpu = time.monotonic(), os.times()
+            runs, failures = pair_failures(pristine, Path(scratch), modes)
+            spent = os.times()
+            print(f"{' then '.join('guarded' if m else 'plain' for m in modes)}: {runs} reverts of {runs // 2} pairs, "
+                  f"{len(failures)} failed; {time.monotonic() - start:.0f} s wall, "
+                  f"{sum(spent[:4]) - sum(cpu[:4]):.0f} s CPU, load {os.getloadavg()[0]:.1f}")
+            print("".join(f"  {failure}\n" for failure in failures), end="")
+            failed += len(failures)
+    sys.exit(1 if failed else 0)
+
+
 if __name__ == "__main__":
-    arguments = [int(a) for a in sys.argv[1:]]
-    main(*(arguments + [1, 6, 6][len(arguments):]))
+    if sys.argv[1:] == ["pairs"]:
+        pairs()
+    else:
+        arguments = [int(a) for a in sys.argv[1:]]
+        stack(*(arguments + [1, 6, 6][len(arguments):]))

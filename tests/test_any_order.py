@@ -1,15 +1,23 @@
-"""Any set of ops, bypassed in any order and mode, reverts in any order to the same bytes (issue 13, item 1).
+"""Any set of ops, bypassed in any order and mode, reverts in any order to the same bytes (issue 13, item 1; issue 18,
+item 2: neighbours too).
 
 The properties run on copies of target_tree/ with the real planner (torchgen capture, the tree's autograd loader)
 and the real journal and transactions, through the functions `codemod bypass --no-build --no-verify` and
 `codemod revert` call: the property is about the bytes, so the compile and the codegen (a minute per op here)
 are left to `test_a_small_stack_with_full_verification`, which runs the CLI with every check on.
-Each example plans every op it bypasses (about 2 s an op), hence the small max_examples.
+
+Planning is cheap but for torchgen: an op's capture (two torchgen runs, about 2 s) and the whole-yaml check. The
+sweeps over every pair and the stacks over every op ask torchgen once per input (`torchgen_once`): the check by the
+yaml's bytes, the capture by the op's entries (its templates are the pristine tree's: another op's bypass adds its
+own blocks to them and changes nothing an op's capture reads, which `test_another_op_s_bypass_does_not_change_a_capture`
+checks with every op).
 """
 from __future__ import annotations
 
 import difflib
+import itertools
 import os
+import random
 import shutil
 from pathlib import Path
 
@@ -18,14 +26,20 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from codemod.apply import journal
-from codemod.model.tree import NATIVE_FUNCTIONS, TEMPLATES, Tree, locate
-from codemod.plan.plan import make_plan
+from codemod.capture import capture as capture_step
+from codemod.capture import codegen
+from codemod.cli import catalog
+from codemod.model.errors import VerificationFailed
+from codemod.model.tree import NATIVE_FUNCTIONS, TAGS, TEMPLATES, Tree, locate
+from codemod.plan.plan import FileChange, Plan, make_plan, op_entries
 from tests.conftest import TARGET_TREE, run_codemod
 
-OPS = ("add", "atan2", "copysign", "div", "fmax", "hypot", "maximum", "mul", "sub")
+OPS = tuple(status.op for status in catalog.catalog(locate(TARGET_TREE)) if status.bypassable)  # all 21 of them
 FUNCTIONS_H = f"{TEMPLATES}/Functions.h"
 REAL_YAML = "aten/src/ATen/native/real/native_functions.yaml"  # where the symlinked yaml points
 COMMENT = {".yaml": b"# ", ".py": b"# "}  # anything else is C++
+# The issue's cases: entries next to each other in derivatives.yaml (and the yaml); the first op reverted first.
+NEIGHBOURS = (("neg", "exp"), ("cos", "sin"), ("lt", "eq"), ("addmv", "nextafter"))
 
 
 def prepared_copy(destination: Path) -> Path:
@@ -117,9 +131,41 @@ def pristine(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return prepared_copy(tmp_path_factory.mktemp("pristine") / "tree")
 
 
+_real_capture, _real_check = capture_step.capture, codegen.check_native_yaml
+_captures: dict[tuple, object] = {}  # (op, its entries before and after, overloads) -> its capture on target_tree
+_checked_clean: set[tuple[bytes, bytes]] = set()  # (native_functions.yaml, tags.yaml) torchgen's loader took
+
+
+def pristine_capture(op: str, *inputs):
+    """OP's capture of these entries by the real torchgen, on the pristine target_tree's templates; once."""
+    if (op, *inputs) not in _captures:
+        _captures[(op, *inputs)] = _real_capture(locate(TARGET_TREE), op, *inputs)
+    return _captures[(op, *inputs)]
+
+
+def _check_once(tree: Tree) -> None:
+    key = (tree.path(NATIVE_FUNCTIONS).read_bytes(), tree.path(TAGS).read_bytes())
+    if key not in _checked_clean:
+        _real_check(tree)
+        _checked_clean.add(key)
+
+
+def ask_torchgen_once(patch: pytest.MonkeyPatch) -> None:
+    """The planner asks torchgen once per input (the inputs, and why they suffice: the module's docstring)."""
+    patch.setattr(capture_step, "capture", lambda tree, op, *inputs: pristine_capture(op, *inputs))
+    patch.setattr(codegen, "check_native_yaml", _check_once)
+
+
+@pytest.fixture
+def torchgen_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    ask_torchgen_once(monkeypatch)
+
+
 @pytest.fixture(scope="module")
 def quiet(pristine: Path) -> dict[str, list[bytes]]:
-    return quiet_lines(pristine)
+    with pytest.MonkeyPatch.context() as patch:
+        ask_torchgen_once(patch)
+        return quiet_lines(pristine)
 
 
 def stacks():
@@ -134,10 +180,10 @@ def stacks():
     )
 
 
-@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.data_too_large])
+@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.data_too_large])
 @given(stack=stacks())
 def test_any_subset_any_modes_any_orders_with_user_edits_revert_byte_identical(
-    stack, pristine: Path, quiet: dict[str, list[bytes]], tmp_path: Path
+    stack, pristine: Path, quiet: dict[str, list[bytes]], tmp_path: Path, torchgen_once: None
 ) -> None:
     order, guarded, edit_points, rng = stack
     expected = state(pristine)
@@ -253,3 +299,150 @@ def test_a_small_stack_with_full_verification(tree: Path) -> None:
         result = run_codemod("revert", op, "--tree", str(tree))
         assert result.returncode == 0, result.stderr
     assert state(tree) == expected
+
+
+@pytest.mark.parametrize(("first", "second"), NEIGHBOURS)
+def test_neighbours_bypassed_one_after_the_other_revert_first_one_first(first: str, second: str, tree: Path) -> None:
+    """`bypass neg; bypass exp; revert neg` (and the issue's other neighbours): their hunks touch, none overlaps."""
+    expected = state(tree)
+    for op in (first, second):
+        result = run_codemod("bypass", op, "--tree", str(tree), "--no-build", "--no-verify")
+        assert result.returncode == 0, result.stderr
+    result = run_codemod("revert", first, "--tree", str(tree))
+    assert result.returncode == 0, result.stderr
+    assert "--force" not in result.stderr
+    assert [j.op for j in journal.bypassed(locate(tree))] == [second]
+    assert not journal.changed_since(locate(tree), journal.load(locate(tree), second))
+    assert run_codemod("revert", second, "--tree", str(tree)).returncode == 0
+    assert state(tree) == expected
+
+
+def test_neighbours_bypassed_in_one_command_revert_in_either_order(tree: Path) -> None:
+    expected = state(tree)
+    result = run_codemod("bypass", "neg", "exp", "--tree", str(tree), "--no-build", "--no-verify")
+    assert result.returncode == 0, result.stderr
+    bypassed = tree.parent / "bypassed"
+    shutil.copytree(tree, bypassed, symlinks=True)
+    for order in (("neg", "exp"), ("exp", "neg")):
+        shutil.rmtree(tree)
+        shutil.copytree(bypassed, tree, symlinks=True)
+        for op in order:
+            result = run_codemod("revert", op, "--tree", str(tree))
+            assert result.returncode == 0, f"revert {order}: {result.stderr}"
+        assert state(tree) == expected, order
+
+
+def pair_failures(pristine: Path, work: Path, modes: tuple[bool, bool] = (False, False)) -> tuple[int, list[str]]:
+    """Every ordered pair (A, B) of OPS, A in the first mode (guarded or not) and B in the second: bypass A then B on
+    a copy of PRISTINE, then revert A then B, and B then A. How many reverts ran, and each that was refused or did
+    not end byte-identical."""
+    expected = state(pristine)
+    alone = {op: make_plan(locate(pristine), op, modes[0]) for op in OPS}
+    root, bypassed, runs, failures = work / "tree", work / "bypassed", 0, []
+    for first, second in itertools.permutations(OPS, 2):
+        shutil.rmtree(bypassed, ignore_errors=True)
+        shutil.copytree(pristine, bypassed, symlinks=True)
+        tree = locate(bypassed)
+        journal.apply(tree, [alone[first]])
+        journal.apply(tree, [make_plan(tree, second, modes[1])])
+        for order in ((first, second), (second, first)):
+            shutil.rmtree(root, ignore_errors=True)
+            shutil.copytree(bypassed, root, symlinks=True)
+            runs += 1
+            try:
+                for op in order:
+                    revert(locate(root), op)
+            except VerificationFailed as refused:
+                failures.append(f"bypass {first}, {second} {modes}; revert {order}: {str(refused).splitlines()[1]}")
+                continue
+            if state(root) != expected:
+                failures.append(f"bypass {first}, {second} {modes}; revert {order}: not byte-identical")
+    return runs, failures
+
+
+def test_every_ordered_pair_reverts_in_both_orders_byte_identical(pristine: Path, tmp_path: Path, torchgen_once: None) -> None:
+    """All 420 ordered pairs of target_tree's bypassable ops (plain; benchmarks/any_order_stack.py pairs sweeps every
+    mode): bypass A then B, revert A then B and B then A."""
+    runs, failures = pair_failures(pristine, tmp_path)
+    assert runs == 2 * len(OPS) * (len(OPS) - 1) and not failures, "\n".join(failures)
+
+
+def test_another_op_s_bypass_does_not_change_a_capture(pristine: Path, tmp_path: Path) -> None:
+    """Every op bypassed on top of the others with the real planner (torchgen on the tree's templates, with the
+    bypasses before it): each capture equals the one on the pristine templates (what `torchgen_once` serves), and
+    the 21-op stack reverts in a shuffled order, byte-identical."""
+    expected = state(pristine)
+    root = tmp_path / "tree"
+    shutil.copytree(pristine, root, symlinks=True)
+    tree = locate(root)
+    order = list(OPS)
+    random_order = random.Random(18)
+    random_order.shuffle(order)
+    for op in order:
+        plan = make_plan(tree, op)
+        entries = op_entries(locate(pristine), op)
+        assert plan.capture == pristine_capture(op, *entries.capture_inputs(), entries.overloads), op
+        journal.apply(tree, [plan])
+    random_order.shuffle(order)
+    revert(tree, *order)
+    assert state(root) == expected
+
+
+def test_force_drops_only_the_edits_inside_the_op_s_lines_and_names_them(tree: Path) -> None:
+    """One edit inside exp's block and one far from it in the same file: revert refuses naming the first and offers
+    --force; --force drops it (named by file:line) and keeps the other."""
+    unary_ops = tree / "aten/src/ATen/native/UnaryOps.cpp"
+    expected = state(tree)
+    assert run_codemod("bypass", "exp", "--tree", str(tree), "--no-build", "--no-verify").returncode == 0
+    data = unary_ops.read_bytes()
+    inside = data.index(b"// @codemod-bypass exp end\n")
+    data = data[:inside] + b"// my note inside\n" + data[inside:]
+    far = data.index(b"namespace at::native {")
+    data = data[:far] + b"// my note far away\n" + data[far:]
+    unary_ops.write_bytes(data)
+    line = data[:inside].count(b"\n") + 1
+    refused = run_codemod("revert", "exp", "--tree", str(tree))
+    assert refused.returncode == 1
+    assert "aten/src/ATen/native/UnaryOps.cpp:" in refused.stderr and "+// my note inside" in refused.stderr
+    assert "`codemod revert exp --force`" in refused.stderr
+    forced = run_codemod("revert", "exp", "--tree", str(tree), "--force")
+    assert forced.returncode == 0, forced.stderr
+    assert f"dropped the later edit at aten/src/ATen/native/UnaryOps.cpp:{line} (inside the bypass's lines); the other later edits kept" in forced.stderr
+    original = expected["aten/src/ATen/native/UnaryOps.cpp"][1]
+    at = original.index(b"namespace at::native {")
+    assert unary_ops.read_bytes() == original[:at] + b"// my note far away\n" + original[at:]
+    del expected["aten/src/ATen/native/UnaryOps.cpp"]
+    assert {k: v for k, v in state(tree).items() if k != "aten/src/ATen/native/UnaryOps.cpp"} == expected
+
+
+def test_force_is_not_offered_where_it_cannot_help(tree: Path) -> None:
+    """An edit made before another op's bypass: --force cannot drop it (the later bypass stands on it); the message
+    names the op to revert first and offers no --force."""
+    assert run_codemod("bypass", "exp", "--tree", str(tree), "--no-build", "--no-verify").returncode == 0
+    unary_ops = tree / "aten/src/ATen/native/UnaryOps.cpp"
+    unary_ops.write_bytes(unary_ops.read_bytes().replace(b"// @codemod-bypass exp end\n", b"// mine\n// @codemod-bypass exp end\n", 1))
+    assert run_codemod("bypass", "neg", "--tree", str(tree), "--no-build", "--no-verify").returncode == 0
+    refused = run_codemod("revert", "exp", "--tree", str(tree))
+    assert refused.returncode == 1 and "revert neg first" in refused.stderr
+    assert "--force`" not in refused.stderr
+    forced = run_codemod("revert", "exp", "--tree", str(tree), "--force")
+    assert forced.returncode == 1 and "revert neg first" in forced.stderr
+
+
+def test_a_directory_two_bypasses_made_files_in_goes_with_the_last_of_them(target_tree: Path, tmp_path: Path) -> None:
+    """Two ops' new files in one new directory (the first bypass made it): reverted in either order, the directory
+    goes with the second revert, not before (the other's file is there) and not never."""
+    new_dir = "aten/src/ATen/native/generated"
+    for order in (("one", "two"), ("two", "one")):
+        root = tmp_path / "-".join(order)
+        shutil.copytree(target_tree, root)
+        expected = state(root)
+        tree = locate(root)
+        for op in ("one", "two"):
+            change = FileChange(f"{new_dir}/{op}.cpp", None, f"// {op}\n".encode())
+            journal.apply(tree, [Plan(op, (op,), (change,), (), (), (), None)])
+        assert journal.load(tree, "one").created_dirs == (new_dir,) and journal.load(tree, "two").created_dirs == ()
+        revert(tree, order[0])
+        assert (root / new_dir).is_dir()
+        revert(tree, order[1])
+        assert state(root) == expected, order

@@ -214,7 +214,7 @@ def test_revert_refuses_an_edit_inside_a_hunk_writes_nothing_and_force_restores(
     assert snapshot(tree) == before
     forced = run_codemod("revert", "mul", "--tree", str(tree), "--force")
     assert forced.returncode == 0, forced.stderr
-    assert f"{BINARY_OPS}  (--force: recorded bytes restored, later edits discarded)" in forced.stderr
+    assert f"{BINARY_OPS}  (--force: dropped the later edit at {BINARY_OPS}:{line} (inside the bypass's lines))" in forced.stderr
     assert snapshot(tree) == pristine
 
 

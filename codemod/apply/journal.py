@@ -247,7 +247,7 @@ def revert(tree: Tree, ops: list[str], force: bool = False) -> list[Reverted]:
             try:
                 restored, outcome, since, rebased = _take_out(removed, entry, later, files[entry.path], force)
             except _Refused as refusal:
-                conflicts.append(str(refusal))
+                conflicts.append(refusal)
                 continue
             files[entry.path] = restored
             outcomes.append(RevertedFile(entry.path, outcome, since))
@@ -255,15 +255,22 @@ def revert(tree: Tree, ops: list[str], force: bool = False) -> list[Reverted]:
                 journals[other] = replace(journals[other], files=tuple(new_entry if f.path == entry.path else f for f in journals[other].files))
                 changed_journals.add(other)
         if conflicts:
+            forcible = not force and all(refusal.force_helps for refusal in conflicts)
             raise VerificationFailed(
-                f"revert {op}: files were edited since the bypass where it changed them; nothing was written.\n"
-                + "\n".join(conflicts)
-                + ("\nresolve these by hand" if force else f"\nresolve these by hand, or run `codemod revert {op} --force` to drop "
-                   "the later edits of these files (the edits made by hand since the last bypass)")
+                f"revert {op}: later changes cut into the lines its bypass wrote; nothing was written.\n"
+                + "\n".join(map(str, conflicts))
+                + (f"\nresolve these by hand, or run `codemod revert {op} --force` to drop the edits listed (made by hand "
+                   "since the last bypass; the other edits are kept)" if forcible else "\nresolve these by hand")
             )
         del journals[op]
         changed_journals.discard(op)
-        remove_dirs += removed.created_dirs
+        for directory in removed.created_dirs:
+            heirs = [j for j in journals.values() if any(f.before is None and _under(f.path, directory) for f in j.files)]
+            for heir in heirs:  # it still holds their new files: the last of them to be reverted removes it
+                journals[heir.op] = replace(heir, created_dirs=_deepest_first({*heir.created_dirs, directory}))
+                changed_journals.add(heir.op)
+            if not heirs:
+                remove_dirs.append(directory)
         reverted.append(Reverted(op, removed.mode, tuple(outcomes)))
     writes = [
         *((path, data) for path, data in files.items() if data != _current(tree, path)),
@@ -275,7 +282,11 @@ def revert(tree: Tree, ops: list[str], force: bool = False) -> list[Reverted]:
 
 
 class _Refused(Exception):
-    """One file cannot be reverted: the message says where and why."""
+    """One file cannot be reverted: the message says where and why, and whether --force would take the op out."""
+
+    def __init__(self, message: str, force_helps: bool) -> None:
+        super().__init__(message)
+        self.force_helps = force_helps
 
 
 def _take_out(
@@ -288,15 +299,15 @@ def _take_out(
     since = "" if current == last else _since_diff(path, last, current)
     if entry.before is None:  # created by the bypass: nothing later may depend on it
         if others:
-            raise _Refused(f"{path}: created by the bypass of {removed.op} and changed by the bypass of {others[0][0]}: revert that first")
+            raise _Refused(f"{path}: created by the bypass of {removed.op} and changed by the bypass of {others[0][0]}: revert that first", False)
         if current not in (entry.after, None) and not force:
-            raise _Refused(f"{path}: created by the bypass and edited since\n{since}")
+            raise _Refused(f"{path}: created by the bypass and edited since\n{since}", True)
         outcome = "already deleted" if current is None else "created by the bypass: deleted" if current == entry.after else _forced(since)
         return None, outcome, since, {}
     if not others and current == entry.before:
         return entry.before, "already held its original bytes", since, {}
     if current is None and not force:
-        raise _Refused(f"{path}: deleted since the bypass")
+        raise _Refused(f"{path}: deleted since the bypass", True)
     steps, previous = [], entry.after
     for other, other_entry in others:
         if other_entry.before != previous:
@@ -305,22 +316,31 @@ def _take_out(
         previous = other_entry.after
     removing = rebase.Step(removed.op, entry.before, entry.after)
     user = [rebase.Step(USER_EDITS, previous, current)] if current is not None and current != previous else []
+    why_all_dropped = ""  # why the user's edits were all dropped
+    droppable = bool(user) and force  # only the edits made since the last bypass: the later bypasses stand on the others
     try:
-        states = rebase.without(removing, steps + user)
+        states, dropped = rebase.without(removing, steps + user, drop_last=droppable)
     except rebase.Conflict as conflict:
-        if not (force and user and conflict.clash.index == len(steps)):
-            raise _Refused(_conflict_report(path, since, conflict.clash) + _first_to_revert(steps, conflict.clash.index))
-        states, user = rebase.without(removing, steps), []
+        if not (droppable and conflict.clash.index == len(steps)):
+            force_helps = bool(user) and conflict.clash.index == len(steps)
+            raise _Refused(_conflict_report(path, since, conflict.clash) + _first_to_revert(steps, conflict.clash.index), force_helps)
+        states, _ = rebase.without(removing, steps)
+        user, dropped, why_all_dropped = [], [], f" (at {path}:{conflict.clash.line} they cannot be told from the bypass's lines)"
     rebased, state = {}, entry.before
     for step, after in zip(steps, states):
         if step.name != USER_EDITS:
             rebased[step.name.removeprefix(_BYPASS_OF)] = JournalFile(path, state, after)
         state = after
     restored = states[-1] if states else entry.before
-    if user:
+    if dropped:
+        kept = len(rebase.spans(previous, current or b"")) > len(dropped)
+        outcome = (f"--force: dropped the later edit{'s' if len(dropped) > 1 else ''} at "
+                   f"{', '.join(f'{path}:{clash.line}' for clash in dropped)} (inside the bypass's lines)"
+                   + ("; the other later edits kept" if kept else ""))
+    elif user:
         outcome = "the bypass's hunks undone, later edits kept"
     elif since:
-        outcome = _forced(since)
+        outcome = _forced(since) + why_all_dropped
     else:
         outcome = "restored" + (f", keeping the bypass of {', '.join(op for op, _ in others)}" if others else "")
     return restored, outcome, since, rebased
@@ -333,7 +353,7 @@ def _first_to_revert(steps: list[rebase.Step], index: int) -> str:
 
 
 def _forced(since: str) -> str:
-    return "--force: recorded bytes restored, later edits discarded" if since else "restored"
+    return "--force: recorded bytes restored, the edits made since the last bypass dropped" if since else "restored"
 
 
 def _since_diff(path: str, written: bytes, current: bytes | None) -> str:
@@ -355,4 +375,12 @@ def _missing_dirs(tree: Tree, created_files: list[str]) -> tuple[str, ...]:
         for parent in Path(path).parents:
             if parent != Path(".") and not tree.path(parent.as_posix()).exists():
                 missing.add(parent.as_posix())
-    return tuple(sorted(missing, key=lambda p: (-p.count("/"), p)))
+    return _deepest_first(missing)
+
+
+def _deepest_first(directories: set[str]) -> tuple[str, ...]:
+    return tuple(sorted(directories, key=lambda p: (-p.count("/"), p)))
+
+
+def _under(path: str, directory: str) -> bool:
+    return Path(directory) in Path(path).parents

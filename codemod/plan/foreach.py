@@ -140,6 +140,8 @@ def foreach_autograd_losses(tree: Tree, edited_derivatives: str, whole_files: bo
     WHOLE_FILES runs the loader on the full native_functions.yaml and derivatives.yaml
     (seconds more): the reference the default, reduced input is checked against.
     """
+    if b"_foreach_" not in tree.path(NATIVE_FUNCTIONS).read_bytes():
+        return []  # a tree with no foreach op (ours): none can lose a formula, and the loader's start-up is saved
     with tempfile.TemporaryDirectory(prefix="codemod-foreach-") as scratch:
         edited = Path(scratch) / "derivatives.yaml"
         edited.write_text(edited_derivatives)

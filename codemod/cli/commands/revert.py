@@ -16,7 +16,8 @@ from codemod.model.tree import Tree, locate
 @BYPASSED_OPS_ARGUMENT
 @TREE_OPTION
 @click.option("--all", "revert_all", is_flag=True, help="Revert every bypassed op (last bypassed first).")
-@click.option("--force", is_flag=True, help="Drop the edits made by hand since the last bypass where they overlap the op's own lines.")
+@click.option("--force", is_flag=True, help="Drop each edit made by hand since the last bypass that cuts into the op's own lines "
+              "(named by file:line); every other edit is kept.")
 @click.option("--patch", "patch_file", type=click.Path(dir_okay=False, exists=True, path_type=Path),
               help="OP was patched with this `bypass --dry-run` patch through `git apply` (no journal): check it is OP's and undo it.")
 @JSON_OPTION
