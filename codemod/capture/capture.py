@@ -206,37 +206,48 @@ def generated_functions(path: Path, ops_names: dict[str, str]) -> tuple[ApiFunct
 def _methods(path: Path, ops_names: dict[str, str]) -> tuple[ApiFunction, ...]:
     """Pair each generated `Tensor::x` definition with its declaration in the class (which has the defaults)."""
     src = _source(path)
-    declarations: dict[str, list[str]] = {}
-    definitions = []
-    for node in cpp_syntax.walk(src.root):
-        # tree-sitter loses the class around some members of TensorBody.h, so any
-        # declaration whose name and parameters match the definition is the member.
-        if node.type in ("field_declaration", "declaration"):
-            declarator = cpp_syntax.function_declarator(node)
-            if declarator is not None:
-                name = text(declarator.child_by_field_name("declarator"))
-                declarations.setdefault(name, []).append(src.text(node).rstrip(";").strip())
-        elif node.type == "function_definition" and cpp_syntax.namespaces(node) == ("at",):
-            name = cpp_syntax.definition_name(node)
-            body = node.child_by_field_name("body")
-            call = _OPS_CALL.search(text(body)) if body is not None else None
-            if isinstance(name, str) and name.startswith("Tensor::") and call and call.group(1) in ops_names:
-                head, _ = cpp_syntax.function_head(src, node)
-                definitions.append((ops_names[call.group(1)], name.removeprefix("Tensor::"), head, src.text(body)))
     methods = []
-    for overload, name, head, body in definitions:
-        candidates = declarations.get(name, [])
-        declaration = next((d for d in candidates if _same_parameters(d, head)), None)
+    for node in cpp_syntax.walk(src.root):
+        if node.type != "function_definition" or cpp_syntax.namespaces(node) != ("at",):
+            continue
+        name = cpp_syntax.definition_name(node)
+        body = node.child_by_field_name("body")
+        call = _OPS_CALL.search(text(body)) if body is not None else None
+        if not (isinstance(name, str) and name.startswith("Tensor::") and call and call.group(1) in ops_names):
+            continue
+        head, _ = cpp_syntax.function_head(src, node)
+        member = name.removeprefix("Tensor::")
+        declaration = _member_declaration(src, member, head.replace(f"{name}(", f"{member}(", 1))
         if declaration is None:
-            raise BadInput(f"{path}: no declaration of Tensor::{name} inside class Tensor matches its definition")
-        methods.append(ApiFunction(overload, name, declaration, head, body))
+            raise BadInput(f"{path}: no declaration of Tensor::{member} inside class Tensor matches its definition")
+        methods.append(ApiFunction(ops_names[call.group(1)], member, declaration, head, src.text(body)))
     return tuple(methods)
 
 
-def _same_parameters(declaration: str, head: str) -> bool:
-    """Equal after dropping default arguments and the `Tensor::` qualifier."""
-    without_defaults = re.sub(r"=[^,)]*(?:\([^)]*\))?", "", declaration)
-    return re.sub(r"\s+", "", without_defaults) == re.sub(r"\s+", "", head.replace("Tensor::", "", 1))
+def _member_declaration(src: Source, name: str, signature: str) -> str | None:
+    """The member declaration `NAME(...)` whose signature, default arguments dropped, is SIGNATURE.
+
+    Overloads differ only in their parameter types (clamp's Scalar? and Tensor? pairs), so the whole
+    signature decides. torchgen writes each member declaration on a line of its own; tree-sitter reads
+    some of them inside TensorBody.h as expressions, so each candidate line is parsed alone, as a member."""
+    wanted = _squeezed(signature)
+    for line in src.data.decode().splitlines():
+        declaration = line.strip()
+        if f"{name}(" not in declaration or not declaration.endswith(";"):
+            continue
+        member = cpp_syntax.parse(f"struct S {{ {declaration} }};".encode())
+        node = next((n for n in cpp_syntax.walk(member.root) if n.type == "field_declaration"), None)
+        if node is None or cpp_syntax.function_declarator(node) is None:
+            continue
+        start = node.start_byte
+        without_defaults = cpp_syntax.strip_default_arguments(node, member.span(start, node.end_byte), start)
+        if _squeezed(without_defaults.rstrip(";")) == wanted:
+            return declaration.rstrip(";").rstrip()
+    return None
+
+
+def _squeezed(code: str) -> str:
+    return re.sub(r"\s+", "", code)
 
 
 def _structs(path: Path) -> tuple[Snippet, ...]:
