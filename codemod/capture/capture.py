@@ -97,7 +97,9 @@ class Capture:
     native_conversions: dict[str, dict[str, str]] = field(default_factory=dict)
 
     def to_json(self) -> str:
-        return json.dumps(asdict(self), indent=1, sort_keys=True) + "\n"
+        # in capture order: the dicts (wrappers by overload) are in the order torchgen registered them, which is
+        # the order the scaffolding is rendered in; sorted keys gave a cached capture another rendering
+        return json.dumps(asdict(self), indent=1) + "\n"
 
     @classmethod
     def from_json(cls, data: str) -> Capture:
