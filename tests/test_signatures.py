@@ -8,7 +8,6 @@ cache), real libtorch and PyTorch's own OpInfo samples. No mocks.
 """
 from __future__ import annotations
 
-import dataclasses
 import json
 import re
 from pathlib import Path
@@ -20,6 +19,7 @@ from codemod.model.tree import NATIVE_SOURCES, locate
 from codemod.plan.plan import make_plan, op_entries
 from codemod.verify import bypass_ext, captured, opinfo_check, samples
 from tests.conftest import OUTPUT_SCHEMA, TARGET_TREE, run_codemod, snapshot
+from tests.test_opinfo_check import doctored
 
 TREE = locate(TARGET_TREE)
 # Each class's ops and the source of ours that defines their kernels.
@@ -112,15 +112,7 @@ def test_calls_reached_through_another_opinfo_bind_by_the_schema() -> None:
 @pytest.fixture(scope="module")
 def doctored_topk():
     """topk's bypass with its functional wrapper shifting the indices it returns by one."""
-    capture = captured.capture_for(TREE, "topk", op_entries(TREE, "topk"))
-    wrapper = capture.cpu_wrappers["topk"]
-    (snippet,) = [s for s in capture.cpu_scaffolding if s.name == wrapper]
-    impl_call = re.search(r"op\.impl\([^;]*\);", snippet.text).group(0)
-    shifted = snippet.text.replace(impl_call, impl_call + " op.outputs_[1].add_(1);")
-    doctored = dataclasses.replace(capture, cpu_scaffolding=tuple(
-        dataclasses.replace(s, text=shifted) if s.name == wrapper else s for s in capture.cpu_scaffolding
-    ))
-    return bypass_ext.load(TREE, ["topk"], {"topk": doctored})[0]
+    return doctored("topk", lambda impl_call: impl_call + " op.outputs_[1].add_(1);")
 
 
 def test_a_wrong_second_element_is_caught(doctored_topk) -> None:
@@ -152,16 +144,27 @@ def test_symint_parameters_reach_the_kernel_as_torchgen_passes_them() -> None:
 
 # ---------------------------------------------------------------- optional-Scalar overload pairs
 
-def test_overloads_differing_only_in_parameter_types_capture_their_own_declarations(extensions) -> None:
-    capture = captured.capture_for(TREE, "clamp", op_entries(TREE, "clamp"))
-    declarations = {(m.overload, m.name): m.declaration for m in capture.methods}
-    assert declarations[("clamp_", "clamp_")] == (
-        "at::Tensor & clamp_(const ::std::optional<at::Scalar> & min, const ::std::optional<at::Scalar> & max=::std::nullopt) const"
-    )  # cpp_no_default_args: ['min']
-    assert declarations[("clamp_.Tensor", "clamp_")] == (
-        "at::Tensor & clamp_(const ::std::optional<at::Tensor> & min={}, const ::std::optional<at::Tensor> & max={}) const"
-    )
-    assert len(declarations) == 4
+@pytest.fixture(scope="module")
+def real_templates(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A tree with the wheel's own templates and yaml (our sources): the full TensorBody.h, where tree-sitter reads
+    clamp_.Tensor's member declaration as an expression."""
+    dest = tmp_path_factory.mktemp("real") / "tree"
+    made = run_codemod("tree", "from-torch", str(dest), "--sources", str(TARGET_TREE))
+    assert made.returncode == 0, made.stderr
+    return dest
+
+
+def test_overloads_differing_only_in_parameter_types_capture_their_own_declarations(extensions, real_templates: Path) -> None:
+    for tree in (TREE, locate(real_templates)):
+        capture = captured.capture_for(tree, "clamp", op_entries(tree, "clamp"))
+        declarations = {(m.overload, m.name): m.declaration for m in capture.methods}
+        assert declarations[("clamp_", "clamp_")] == (
+            "at::Tensor & clamp_(const ::std::optional<at::Scalar> & min, const ::std::optional<at::Scalar> & max=::std::nullopt) const"
+        )  # cpp_no_default_args: ['min']
+        assert declarations[("clamp_.Tensor", "clamp_")] == (
+            "at::Tensor & clamp_(const ::std::optional<at::Tensor> & min={}, const ::std::optional<at::Tensor> & max={}) const"
+        )
+        assert len(declarations) == 4
     report = checked(extensions, "clamp")
     assert all(report.returned[name] for name in ("clamp", "clamp.out", "clamp_", "clamp.Tensor", "clamp.Tensor_out", "clamp_.Tensor"))
 

@@ -143,7 +143,9 @@ def _compare(module: ModuleType, report: CheckReport, overload: Overload, varian
         try:
             torch.testing.assert_close(got, want, equal_nan=True, check_stride=True)
         except AssertionError as difference:
-            what = " ".join(str(difference).split("\n")[:4])
+            lines = str(difference).split("\n")
+            # the first lines say what differs; for a tuple result, a last line says which element
+            what = " ".join([*lines[:4], *(line for line in lines[4:] if line.startswith("The failure occurred for item"))])
     if what is not None:
         report.failures.append(Failure(overload.name, variant, call.describe(), what))
     return want
