@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
+from collections.abc import Callable
 
 import pytest
 import torch
@@ -109,18 +110,23 @@ def test_the_bypass_binds_each_overload_from_its_captured_declaration() -> None:
     assert "at::OptionalIntArrayRef(*dim)" in bypass_ext.binding(bound["sum_dim_IntList"])
 
 
+def doctored(op: str, replace_impl_call: Callable[[str], str]):
+    """OP's bypass compiled with the `op.impl(...);` call of its functional wrapper replaced by REPLACE_IMPL_CALL(call)."""
+    capture = captured.capture_for(TREE, op, op_entries(TREE, op))
+    wrapper = capture.cpu_wrappers[op]
+    (snippet,) = [s for s in capture.cpu_scaffolding if s.name == wrapper]
+    impl_call = re.search(r"op\.impl\([^;]*\);", snippet.text).group(0)
+    edited = snippet.text.replace(impl_call, replace_impl_call(impl_call))
+    capture = dataclasses.replace(capture, cpu_scaffolding=tuple(
+        dataclasses.replace(s, text=edited) if s.name == wrapper else s for s in capture.cpu_scaffolding
+    ))
+    return bypass_ext.load(TREE, [op], {op: capture})[0]
+
+
 @pytest.fixture(scope="session")
 def doctored_cumsum():
     """cumsum's bypass with its functional wrapper computing cumprod instead of calling the structured impl."""
-    capture = captured.capture_for(TREE, "cumsum", op_entries(TREE, "cumsum"))
-    wrapper = capture.cpu_wrappers["cumsum"]
-    (snippet,) = [s for s in capture.cpu_scaffolding if s.name == wrapper]
-    impl_call = re.search(r"op\.impl\([^;]*\);", snippet.text).group(0)
-    swapped = snippet.text.replace(impl_call, "op.outputs_[0].copy_(at::cumprod(self, dim, dtype));")
-    doctored = dataclasses.replace(capture, cpu_scaffolding=tuple(
-        dataclasses.replace(s, text=swapped) if s.name == wrapper else s for s in capture.cpu_scaffolding
-    ))
-    return bypass_ext.load(TREE, ["cumsum"], {"cumsum": doctored})[0]
+    return doctored("cumsum", lambda _: "op.outputs_[0].copy_(at::cumprod(self, dim, dtype));")
 
 
 def test_a_wrong_kernel_is_caught_with_the_failing_sample_named(doctored_cumsum) -> None:

@@ -52,12 +52,13 @@ def test_real_tree_reasons(real_tree: Path) -> None:
     statuses = ops_json(real_tree)
     assert len(statuses) > 1000
     assert {"mul", "sub", "div", "add"} <= {op for op, s in statuses.items() if s["bypassable"]}
-    assert statuses["cat"]["reason"] == "`precomputed`"
-    # structured in the yaml, but the wheel ships no Sorting.cpp: the tree lacks the kernels to move
-    assert statuses["sort"]["reason"] == "kernel source not in the tree"
-    assert "structured_sort_stable_out" in statuses["sort"]["detail"]
+    # structured in the yaml, but the wheel ships no Sorting.cpp or TensorShape.cpp: the tree lacks the kernels to
+    # move (cat's meta function is `precomputed`, which the tool carries over like any other)
+    for op, struct in (("sort", "structured_sort_stable_out"), ("cat", "structured_cat_out_cpu")):
+        assert statuses[op]["reason"] == "kernel source not in the tree"
+        assert struct in statuses[op]["detail"]
     refused = run_codemod("bypass", "cat", "--tree", str(real_tree), "--dry-run")
-    assert refused.returncode == 2 and "has `precomputed`" in refused.stderr
+    assert refused.returncode == 2 and "at::native::structured_cat_out_cpu" in refused.stderr
 
 
 def test_explain_names_the_call_path_and_where_each_piece_lives(tree: Path) -> None:

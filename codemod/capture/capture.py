@@ -17,7 +17,7 @@ import re
 import tempfile
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from codemod.capture import codegen
@@ -29,7 +29,6 @@ from codemod.model.tree import Tree
 
 _OPS_CALL = re.compile(r"at::_ops::(\w+)::call")
 _M_IMPL = re.compile(r'm\.impl\("([\w.]+)",\s*TORCH_FN\((\w+)\)\)')
-_NATIVE_CALL = re.compile(r"at::native::(\w+)\(")
 _NATIVE_BASE = re.compile(r"public at::native::(structured_\w+)")
 # Headers declaring every op; a native source may not include them (TORCH_ASSERT_ONLY_METHOD_OPERATORS).
 _ALL_OPS_HEADER = re.compile(r"<ATen/\w*Functions\.h>")
@@ -45,10 +44,25 @@ class ApiFunction:
     definition_head: str  # the same without default arguments (and `Tensor::` for methods)
     body: str  # "{ return at::_ops::mul_out::call(self, other, out); }" as generated
 
-    def definition_calling(self, native_name: str) -> str:
-        """This function with the dispatcher call replaced by a direct call of the kernel."""
+    def definition_calling(self, native_name: str, conversions: dict[str, str]) -> str:
+        """This function with the dispatcher call replaced by a direct call of the kernel.
+
+        CONVERSIONS (`parameter_key` -> expression): how torchgen passes a parameter of that type to the kernel
+        (a SymInt `k` as `k.guard_int(__FILE__, __LINE__)` to a kernel taking int64_t); such parameters of this
+        function (the `_symint` variants) are passed that way, the others as they are."""
         body = _OPS_CALL.sub(f"at::native::{native_name}", self.body, count=1)
+        src = cpp_syntax.parse(f"{self.definition_head} {{}}".encode())
+        node = next(n for n in src.root.named_children if n.type == "function_definition")
+        for type_, name in cpp_syntax.parameters(node):
+            expression = conversions.get(parameter_key(type_, name))
+            if expression is not None:
+                body = re.sub(rf"(?<=[(,])(\s*){name}(?=\s*[,)])", lambda m: m.group(1) + expression, body, count=1)
         return f"{self.definition_head} {body}"
+
+
+def parameter_key(type_: str, name: str) -> str:
+    """A parameter as `TYPE NAME` with the type's spaces dropped (`const at::Tensor & self` is `constat::Tensor& self`)."""
+    return f"{_squeezed(type_)} {name}"
 
 
 @dataclass(frozen=True)
@@ -78,9 +92,14 @@ class Capture:
     cpu_includes: tuple[str, ...]  # what the CPU registration includes, less the all-op headers
     ufunc_sources: tuple[Snippet, ...]  # whole UfuncCPU*_OP.cpp files: the CPU kernel the ufunc codegen wrote
     ufunc_structs: tuple[str, ...]  # native structs whose impl is in those files, not in a native source
+    # overload -> {parameter_key: expression}: the parameters torchgen converts when it calls the kernel after the
+    # bypass (SymInt to int64_t), and how; a journal written before this was captured reads as none
+    native_conversions: dict[str, dict[str, str]] = field(default_factory=dict)
 
     def to_json(self) -> str:
-        return json.dumps(asdict(self), indent=1, sort_keys=True) + "\n"
+        # in capture order: the dicts (wrappers by overload) are in the order torchgen registered them, which is
+        # the order the scaffolding is rendered in; sorted keys gave a cached capture another rendering
+        return json.dumps(asdict(self), indent=1) + "\n"
 
     @classmethod
     def from_json(cls, data: str) -> Capture:
@@ -117,6 +136,7 @@ def capture(tree: Tree, op: str, before_yaml: str, after_yaml: str, overloads: t
         cpu_wrappers = _registrations(register_cpu, overloads)
         scaffolding, helpers = _cpu_scaffolding(register_cpu, set(cpu_wrappers.values()))
         native_structs, other_native_structs, ufunc_structs, meta_structs = _op_structs(before, scaffolding)
+        native_calls = _native_calls(_register_file(after, "CompositeImplicitAutograd"), overloads)
         return Capture(
             op=op,
             overloads=overloads,
@@ -130,10 +150,11 @@ def capture(tree: Tree, op: str, before_yaml: str, after_yaml: str, overloads: t
             cpu_wrappers=cpu_wrappers,
             cpu_functions=_names_in_namespace(register_cpu, ("at", "cpu"), set(cpu_wrappers.values())),
             redispatch_functions=_names_in_namespace(before / "RedispatchFunctions.h", ("at", "redispatch"), set(ops_names)),
-            native_kernels=_native_kernels(_register_file(after, "CompositeImplicitAutograd"), overloads),
+            native_kernels={overload: kernel for overload, (kernel, _) in native_calls.items()},
             cpu_includes=_includes(register_cpu),
             ufunc_sources=tuple(Snippet(p.name, p.read_text(), p.name) for p in _ufunc_files(before, "CPU", native_structs)),
             ufunc_structs=ufunc_structs,
+            native_conversions={overload: conversions for overload, (_, conversions) in native_calls.items() if conversions},
         )
 
 
@@ -212,37 +233,48 @@ def generated_functions(path: Path, ops_names: dict[str, str]) -> tuple[ApiFunct
 def _methods(path: Path, ops_names: dict[str, str]) -> tuple[ApiFunction, ...]:
     """Pair each generated `Tensor::x` definition with its declaration in the class (which has the defaults)."""
     src = _source(path)
-    declarations: dict[str, list[str]] = {}
-    definitions = []
-    for node in cpp_syntax.walk(src.root):
-        # tree-sitter loses the class around some members of TensorBody.h, so any
-        # declaration whose name and parameters match the definition is the member.
-        if node.type in ("field_declaration", "declaration"):
-            declarator = cpp_syntax.function_declarator(node)
-            if declarator is not None:
-                name = text(declarator.child_by_field_name("declarator"))
-                declarations.setdefault(name, []).append(src.text(node).rstrip(";").strip())
-        elif node.type == "function_definition" and cpp_syntax.namespaces(node) == ("at",):
-            name = cpp_syntax.definition_name(node)
-            body = node.child_by_field_name("body")
-            call = _OPS_CALL.search(text(body)) if body is not None else None
-            if isinstance(name, str) and name.startswith("Tensor::") and call and call.group(1) in ops_names:
-                head, _ = cpp_syntax.function_head(src, node)
-                definitions.append((ops_names[call.group(1)], name.removeprefix("Tensor::"), head, src.text(body)))
     methods = []
-    for overload, name, head, body in definitions:
-        candidates = declarations.get(name, [])
-        declaration = next((d for d in candidates if _same_parameters(d, head)), None)
+    for node in cpp_syntax.walk(src.root):
+        if node.type != "function_definition" or cpp_syntax.namespaces(node) != ("at",):
+            continue
+        name = cpp_syntax.definition_name(node)
+        body = node.child_by_field_name("body")
+        call = _OPS_CALL.search(text(body)) if body is not None else None
+        if not (isinstance(name, str) and name.startswith("Tensor::") and call and call.group(1) in ops_names):
+            continue
+        head, _ = cpp_syntax.function_head(src, node)
+        member = name.removeprefix("Tensor::")
+        declaration = _member_declaration(src, member, head.replace(f"{name}(", f"{member}(", 1))
         if declaration is None:
-            raise BadInput(f"{path}: no declaration of Tensor::{name} inside class Tensor matches its definition")
-        methods.append(ApiFunction(overload, name, declaration, head, body))
+            raise BadInput(f"{path}: no declaration of Tensor::{member} inside class Tensor matches its definition")
+        methods.append(ApiFunction(ops_names[call.group(1)], member, declaration, head, src.text(body)))
     return tuple(methods)
 
 
-def _same_parameters(declaration: str, head: str) -> bool:
-    """Equal after dropping default arguments and the `Tensor::` qualifier."""
-    without_defaults = re.sub(r"=[^,)]*(?:\([^)]*\))?", "", declaration)
-    return re.sub(r"\s+", "", without_defaults) == re.sub(r"\s+", "", head.replace("Tensor::", "", 1))
+def _member_declaration(src: Source, name: str, signature: str) -> str | None:
+    """The member declaration `NAME(...)` whose signature, default arguments dropped, is SIGNATURE.
+
+    Overloads differ only in their parameter types (clamp's Scalar? and Tensor? pairs), so the whole
+    signature decides. torchgen writes each member declaration on a line of its own; tree-sitter reads
+    some of them inside TensorBody.h as expressions, so each candidate line is parsed alone, as a member."""
+    wanted = _squeezed(signature)
+    for line in src.data.decode().splitlines():
+        declaration = line.strip()
+        if f"{name}(" not in declaration or not declaration.endswith(";"):
+            continue
+        member = cpp_syntax.parse(f"struct S {{ {declaration} }};".encode())
+        node = next((n for n in cpp_syntax.walk(member.root) if n.type == "field_declaration"), None)
+        if node is None or cpp_syntax.function_declarator(node) is None:
+            continue
+        start = node.start_byte
+        without_defaults = cpp_syntax.strip_default_arguments(node, member.span(start, node.end_byte), start)
+        if _squeezed(without_defaults.rstrip(";")) == wanted:
+            return declaration.rstrip(";").rstrip()
+    return None
+
+
+def _squeezed(code: str) -> str:
+    return re.sub(r"\s+", "", code)
 
 
 def _structs(path: Path) -> tuple[Snippet, ...]:
@@ -306,16 +338,26 @@ def _names_in_namespace(path: Path, namespace: tuple[str, ...], uses: set[str]) 
     return tuple(names)
 
 
-def _native_kernels(path: Path, overloads: Sequence[str]) -> dict[str, str]:
-    """overload -> at::native:: function the CompositeImplicitAutograd wrapper calls."""
-    bodies = {}
-    for node in cpp_syntax.walk(_source(path).root):
-        if node.type == "function_definition":
-            name = cpp_syntax.definition_name(node)
-            call = _NATIVE_CALL.search(text(node))
-            if isinstance(name, str) and call is not None:
-                bodies[name] = call.group(1)
-    return {overload: bodies[wrapper] for overload, wrapper in _registrations(path, overloads).items() if wrapper in bodies}
+def _native_calls(path: Path, overloads: Sequence[str]) -> dict[str, tuple[str, dict[str, str]]]:
+    """overload -> the at::native:: function its CompositeImplicitAutograd wrapper calls, and the parameters the
+    wrapper passes as an expression of themselves (`k.guard_int(__FILE__, __LINE__)`), by `parameter_key`."""
+    src = _source(path)
+    calls = {}
+    for node in cpp_syntax.walk(src.root):
+        name = cpp_syntax.definition_name(node) if node.type == "function_definition" else None
+        call = next((n for n in cpp_syntax.walk(node) if n.type == "call_expression"
+                     and text(n.child_by_field_name("function")).startswith("at::native::")), None) if isinstance(name, str) else None
+        if call is None:
+            continue
+        parameters = {param: parameter_key(type_, param) for type_, param in cpp_syntax.parameters(node)}
+        conversions = {}
+        for argument in call.child_by_field_name("arguments").named_children:
+            expression = src.text(argument)
+            used = _words(expression) & parameters.keys()
+            if expression not in parameters and len(used) == 1:
+                conversions[parameters[used.pop()]] = expression
+        calls[name] = (text(call.child_by_field_name("function")).removeprefix("at::native::"), conversions)
+    return {overload: calls[wrapper] for overload, wrapper in _registrations(path, overloads).items() if wrapper in calls}
 
 
 def _includes(path: Path) -> tuple[str, ...]:

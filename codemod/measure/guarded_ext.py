@@ -31,7 +31,7 @@ from codemod.verify.captured import bypassed_or_current
 from codemod.verify.compiler import Built
 from codemod.verify.harness import GuardedApi
 from codemod.verify.harness import render as harness_source
-from codemod.verify.signature import Parameter, parameters
+from codemod.verify.signature import Parameter, parameters, value_return_type
 
 METHOD_PREFIX = "method_"
 # `Tensor::mul_(` with or without parameters after it: the method's name and whether it has any.
@@ -54,9 +54,9 @@ def as_free_function(definition: str) -> str:
     return head + body.replace("*this", "self")
 
 
-def _binding(name: str, params: list[Parameter], namespace: str) -> str:
+def _binding(name: str, params: list[Parameter], namespace: str, declaration: str) -> str:
     """`m.def` of NAME, each argument taken as Python gives it (as the bypass check's bindings take them)."""
-    return bypass_ext.binding(bypass_ext.Bound(name, name, f"{namespace}::{name}", tuple(params)))
+    return bypass_ext.binding(bypass_ext.Bound(name, name, f"{namespace}::{name}", tuple(params), value_return_type(declaration)))
 
 
 def guarded_source(capture: Capture) -> str:
@@ -89,8 +89,9 @@ def build(tree: Tree, op: str, capture: Capture) -> Built:
 def render(capture: Capture, module_name: str) -> str:
     namespace = ext_namespace(capture.op)
     self_param = Parameter("self", "at::Tensor", None)
-    bindings = [_binding(f.name, parameters(f.declaration), namespace) for f in capture.functions] + [
-        _binding(f"{METHOD_PREFIX}{m.name}", [self_param, *parameters(m.declaration)], namespace) for m in capture.methods
+    bindings = [_binding(f.name, parameters(f.declaration), namespace, f.declaration) for f in capture.functions] + [
+        _binding(f"{METHOD_PREFIX}{m.name}", [self_param, *parameters(m.declaration)], namespace, m.declaration)
+        for m in capture.methods
     ]
     guard = f"{namespace}::{plan_guarded.guard_namespace(capture.op)}::cpu_fast_path"
     return "\n".join([

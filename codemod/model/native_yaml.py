@@ -38,12 +38,9 @@ KNOWN_KEYS = frozenset(
         "use_const_ref_for_mutable_tensors", "ufunc_inner_loop",
     }
 )
-# What makes an entry structured (torchgen's ufunc codegen needs `structured`); a bypass removes them all.
-STRUCTURED_KEYS = ("structured", "structured_inherits", "structured_delegate", "dispatch", "ufunc_inner_loop")
-# Keys that only mean something for a structured kernel the tool cannot carry over.
-UNSUPPORTED_STRUCTURED_KEYS = {
-    "precomputed": "its meta function returns precomputed values through generated structs",
-}
+# What makes an entry structured, and what torchgen accepts only on a structured one (its ufunc codegen
+# needs `structured`; `precomputed` requires it); a bypass removes them all.
+STRUCTURED_KEYS = ("structured", "structured_inherits", "structured_delegate", "dispatch", "ufunc_inner_loop", "precomputed")
 
 _BOM = "\ufeff"
 _ALIAS = re.compile(r"(?:\s|[:-]|#[^\n]*)*\*[^\s,\[\]{}]+")  # indicators, blanks and comments, then `*name`
@@ -398,13 +395,6 @@ def _check_group(doc: NativeYaml, op: str, group: GroupIndex) -> None:
                 f"{', '.join(unknown)}; it will not guess how they interact with a bypass",
                 f"unknown keys {', '.join(unknown)}",
             )
-        for key, why in UNSUPPORTED_STRUCTURED_KEYS.items():
-            if key in values:
-                raise NotBypassable(
-                    f"{doc.rel_path}:{_key_line(doc, entry, key) + 1}: {entry.name} has `{key}`: {why}; "
-                    f"op {op!r} cannot be bypassed by this tool",
-                    f"`{key}`",
-                )
     if not any(doc.entries[i].base == op for i in group.delegates):
         raise NotBypassable(
             f"{doc.rel_path}:{out.first_line + 1}: no functional entry ({op} or {op}.<overload>) delegates to {out.name}; "
@@ -424,13 +414,6 @@ def cpu_kernel(values: dict) -> str | None:
         if "CPU" in (key.strip() for key in str(keys).split(",")):
             return kernel
     return None
-
-
-def _key_line(doc: NativeYaml, entry: Entry, key: str) -> int:
-    for line in range(entry.first_line, entry.end_line):
-        if re.match(rf"\s+{key}:", doc.lines[line]):
-            return line
-    return entry.first_line
 
 
 def op_groups(doc: NativeYaml, op: str) -> list[OpGroup]:

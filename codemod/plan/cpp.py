@@ -100,7 +100,7 @@ def template_edits(tree: Tree, capture: Capture) -> list[Edit]:
     what = "calls the CPU kernel directly, no dispatcher"
 
     def calling_native(api: ApiFunction) -> str:
-        return api.definition_calling(kernels[api.overload])
+        return api.definition_calling(kernels[api.overload], capture.native_conversions.get(api.overload, {}))
 
     return [
         *declaration_edits(tree, capture),

@@ -22,7 +22,15 @@ from codemod.plan import cpp as plan_cpp
 from codemod.verify import extension
 from codemod.verify.captured import bypassed_or_current
 from codemod.verify.harness import harness_includes
-from codemod.verify.signature import VIEW_STORAGE, Parameter, ext_namespace, parameters, plain_type, python_name
+from codemod.verify.signature import (
+    VIEW_STORAGE,
+    Parameter,
+    ext_namespace,
+    parameters,
+    plain_type,
+    python_name,
+    value_return_type,
+)
 
 # A parameter's type (as declared, without const and &) -> the type the binding takes from Python, and how
 # the taken value `{}` is passed on. pybind11 (with torch's casters) converts the rest by value.
@@ -47,6 +55,7 @@ class Bound:
     python_name: str
     callee: str
     params: tuple[Parameter, ...]
+    returns: str  # the callee's return type, by value
 
 
 def bound_overloads(capture: Capture) -> list[Bound]:
@@ -57,7 +66,7 @@ def bound_overloads(capture: Capture) -> list[Bound]:
         if snippet is None:
             raise BadInput(f"{capture.op}: the CPU wrapper {wrapper} of {overload} was not captured")
         callee = f"{ext_namespace(capture.op)}::{capture.native_kernels[overload]}"
-        found.append(Bound(overload, python_name(overload), callee, tuple(parameters(snippet.text))))
+        found.append(Bound(overload, python_name(overload), callee, tuple(parameters(snippet.text)), value_return_type(snippet.text)))
     return found
 
 
@@ -75,7 +84,9 @@ def binding(bound: Bound) -> str:
         taken.append(f"{python_type} {p.name}")
         passed.append(expression.format(p.name))
     names = "".join(f', py::arg("{p.name}")' for p in bound.params)
-    return (f'  m.def("{bound.python_name}", []({", ".join(taken)}) -> at::Tensor {{\n'
+    # by value: a tuple of references would outlive the lambda's parameters (the out= tensors, which Python then
+    # gets back as the very objects it passed in)
+    return (f'  m.def("{bound.python_name}", []({", ".join(taken)}) -> {bound.returns} {{\n'
             f'    return {bound.callee}({", ".join(passed)});\n  }}{names});')
 
 

@@ -232,8 +232,9 @@ Sample requiring_grad(Sample s) {{
   return s;
 }}
 
-at::Tensor dispatch_functional(const Sample& s) {{ return {dispatcher_call}; }}
-at::Tensor bypass_functional(const Sample& s) {{
+// a tensor, or a tuple of them, as the op returns
+auto dispatch_functional(const Sample& s) {{ return {dispatcher_call}; }}
+auto bypass_functional(const Sample& s) {{
   return {bypass_call};
 }}"""
     shown = ", ".join(

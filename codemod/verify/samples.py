@@ -5,12 +5,14 @@
   supports on CPU among DTYPES, bound to the group's arguments by the schema; a sample that
   fits another overload (`mul(t, 2)` is mul.Scalar) is left to that overload.
 - Calls generated from the schema (torchgen's FunctionSchema): Tensor arguments random,
-  Scalar 2 and 0.5, int dims valid for the shape, bool both, optional None and a value.
+  Scalar 2 and 0.5, int dims valid for the shape, bool both, optional None and a value,
+  a `str` each value the OpInfo samples pass it and its schema default (`string_values`).
 - Our edge cases on top: dtypes, broadcasting, non-contiguous and channels-last tensors,
   0-dim and empty tensors (`edge_calls`); the out= cases are the checker's.
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 import itertools
 from collections.abc import Iterator
@@ -26,7 +28,7 @@ from codemod.verify.signature import python_name
 DTYPES = (torch.float32, torch.float64, torch.int64, torch.bool, torch.complex64)
 # Beyond this many combinations of generated values, each argument varies alone from the first combination.
 MAX_COMBINATIONS = 64
-VALUES_BY_NAME = {"rounding_mode": ("trunc", "floor")}
+STR = BaseType(BaseTy.str)
 
 
 @dataclass(frozen=True)
@@ -120,23 +122,79 @@ def supported_dtypes(infos: list) -> list[torch.dtype]:
 
 
 def opinfo_calls(group: Group, op: str, dtype: torch.dtype) -> Iterator[Call]:
-    """The OpInfo samples of OP in DTYPE that bind to GROUP's arguments."""
+    """The OpInfo samples of OP in DTYPE that bind to GROUP's arguments; where none does, the calls of GROUP's
+    overloads that the samples of OpInfos reaching OP make (`reached_calls`)."""
+    bound_any = False
     for info in opinfos(op):
-        label = f"OpInfo {info.name}{'.' + info.variant_test_name if info.variant_test_name else ''}"
         for index, sample in enumerate(info.sample_inputs("cpu", dtype)):
             bound = bind(group, (sample.input, *sample.args), sample.kwargs)
             if bound is not None:
-                yield Call(f"{label} sample {index}", bound, bool(sample.broadcasts_input))
+                bound_any = True
+                yield Call(f"{_label(info)} sample {index}", bound, bool(sample.broadcasts_input))
+    if not bound_any:
+        yield from reached_calls(group, op, dtype)
+
+
+def _label(info) -> str:
+    return f"OpInfo {info.name}{'.' + info.variant_test_name if info.variant_test_name else ''}"
+
+
+def reached_calls(group: Group, op: str, dtype: torch.dtype) -> Iterator[Call]:
+    """Calls of GROUP's overloads made by the DTYPE samples of the OpInfos named like a part of OP before an
+    underscore (`nn.functional.nll_loss` for nll_loss_forward, which has no OpInfo of its own), recorded as the
+    dispatcher passes them (a TorchDispatchMode sees the calls their Python functions decompose into)."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+    from torch.utils._pytree import tree_map
+
+    overloads = {o.reference(): o for o in group.overloads}
+    outs = {a.name for a in group.out.schema.arguments.out}
+    recorded: list[tuple[tuple, dict]] = []
+
+    class Recorder(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            if func in overloads:  # copied before the call, which may write them
+                recorded.append(tree_map(lambda v: v.clone() if isinstance(v, torch.Tensor) else v, (args, kwargs or {})))
+            return func(*args, **(kwargs or {}))
+
+    for info in op_db():
+        if info.name == op or not op.startswith(info.name.split(".")[-1] + "_") or dtype not in info.supported_dtypes("cpu"):
+            continue
+        for index, sample in enumerate(info.sample_inputs("cpu", dtype)):
+            recorded.clear()
+            with Recorder(), contextlib.suppress(Exception):  # a sample torch refuses records nothing of use
+                info.op(sample.input, *sample.args, **sample.kwargs)
+            for number, (args, kwargs) in enumerate(recorded):
+                bound = bind(group, args, {k: v for k, v in kwargs.items() if k not in outs})
+                if bound is not None:
+                    yield Call(f"{_label(info)} sample {index}, its call {number} of {op}", bound)
 
 
 def representative(group: Group, op: str) -> Call:
     """The call bench times: the first float32 OpInfo sample whose tensors are all 1-D of one length (so its
     other arguments hold for N-element tensors), else the first call generated for 2-element tensors."""
-    for call in opinfo_calls(group, op, torch.float32):
+    calls = list(opinfo_calls(group, op, torch.float32))
+    for call in calls:
         shapes = {v.shape for v in call.arguments.values() if is_tensor_value(v)}
         if len(shapes) == 1 and len(next(iter(shapes))) == 1:
             return call
-    return schema_calls(group, (2,), torch.float32, "generated from the schema")[0]
+    return schema_calls(group, (2,), torch.float32, "generated from the schema", strings=string_values(group, calls))[0]
+
+
+class NoValue(BadInput):
+    """A call cannot be generated: an argument has no value to take (a `str` without samples or default)."""
+
+
+def string_values(group: Group, calls: list[Call]) -> dict[str, tuple[str, ...]]:
+    """Each `str` argument's values for generated calls: those PyTorch's OpInfo samples (CALLS) pass it, in
+    their order, then its schema default; none where neither has one."""
+    defaults = _reference_defaults(group)
+    found = {}
+    for argument in group.arguments:
+        if STR in (argument.type, OptionalType(STR)):
+            passed = [c.arguments[argument.name] for c in calls if isinstance(c.arguments.get(argument.name), str)]
+            default = [defaults[argument.name]] if isinstance(defaults.get(argument.name), str) else []
+            found[argument.name] = tuple(dict.fromkeys([*passed, *default]))
+    return found
 
 
 def is_tensor_value(value: object) -> bool:
@@ -223,13 +281,16 @@ def make_tensor(shape: tuple[int, ...], dtype: torch.dtype) -> torch.Tensor:
 A_TENSOR = object()  # a generated value: a fresh tensor of the call's shape and dtype
 
 
-def values(argument: Argument, ndim: int) -> tuple[object, ...]:
-    """The values a generated call tries for ARGUMENT (A_TENSOR where a tensor goes)."""
+def values(argument: Argument, ndim: int, strings: dict[str, tuple[str, ...]]) -> tuple[object, ...]:
+    """The values a generated call tries for ARGUMENT (A_TENSOR where a tensor goes); a `str` takes STRINGS'."""
     type_ = argument.type
     optional = isinstance(type_, OptionalType)
     base = type_.elem if optional else type_
-    if argument.name in VALUES_BY_NAME:
-        found: tuple[object, ...] = VALUES_BY_NAME[argument.name]
+    if base == STR:
+        found: tuple[object, ...] = strings.get(argument.name, ())
+        if not found and not optional:
+            raise NoValue(f"the check cannot generate a value for `{argument.name}` ({type_}): no OpInfo sample "
+                          "passes one and the schema gives no default")
     elif isinstance(base, ListType):
         found = _dim_lists(ndim)
     elif not isinstance(base, BaseType):
@@ -247,7 +308,7 @@ def values(argument: Argument, ndim: int) -> tuple[object, ...]:
         if not found:
             raise BadInput(f"the check cannot generate a value for `{argument.name}` ({type_})")
     if optional:
-        several = isinstance(base, ListType) or argument.name in VALUES_BY_NAME  # dims and modes: each of them
+        several = isinstance(base, ListType) or base == STR  # dims and modes: each of them
         return (None, *(found if several else found[:1]))
     return found
 
@@ -260,14 +321,16 @@ def _dim_lists(ndim: int) -> tuple[list[int], ...]:
 
 
 def schema_calls(group: Group, shapes: dict[str, tuple[int, ...]] | tuple[int, ...],
-                 dtypes: dict[str, torch.dtype] | torch.dtype, source: str, layout=None) -> list[Call]:
+                 dtypes: dict[str, torch.dtype] | torch.dtype, source: str, layout=None,
+                 strings: dict[str, tuple[str, ...]] | None = None) -> list[Call]:
     """Every combination of generated values (each varying alone beyond MAX_COMBINATIONS), with fresh tensors
-    of SHAPES in DTYPES (each one for all, or by argument name), LAYOUT applied to each."""
+    of SHAPES in DTYPES (each one for all, or by argument name), LAYOUT applied to each, a `str` STRINGS'
+    values (`string_values`). Raises NoValue when an argument has none."""
     arguments = group.arguments
     shape_of = (lambda name: shapes[name]) if isinstance(shapes, dict) else (lambda name: shapes)
     dtype_of = (lambda name: dtypes[name]) if isinstance(dtypes, dict) else (lambda name: dtypes)
     ndim = len(shape_of(arguments[0].name))
-    options = [values(a, ndim) for a in arguments]
+    options = [values(a, ndim, strings or {}) for a in arguments]
     combinations = list(itertools.product(*options))
     if len(combinations) > MAX_COMBINATIONS:
         first = tuple(o[0] for o in options)
@@ -294,20 +357,26 @@ def _channels_last(tensor: torch.Tensor) -> torch.Tensor:
     return tensor.contiguous(memory_format=torch.channels_last)
 
 
-def edge_calls(group: Group, dtypes: list[torch.dtype]) -> list[Call]:
-    """Our own cases on top of PyTorch's samples: dtypes, layouts, 0-dim, empty, broadcasting, type promotion."""
+def edge_calls(group: Group, dtypes: list[torch.dtype], strings: dict[str, tuple[str, ...]] | None = None) -> list[Call]:
+    """Our own cases on top of PyTorch's samples: dtypes, layouts, 0-dim, empty, broadcasting, type promotion
+    (a `str` takes STRINGS' values; NoValue when it has none)."""
     tensor_names = [a.name for a in group.arguments if a.type == BaseType(BaseTy.Tensor)]
-    calls = [c for dtype in DTYPES for c in schema_calls(group, (3, 4), dtype, f"edge: {dtype_name(dtype)} [3,4]")]
-    calls += schema_calls(group, (3, 4), torch.float32, "edge: non-contiguous", layout=_transposed)
-    calls += schema_calls(group, (2, 3, 4, 5), torch.float32, "edge: channels-last", layout=_channels_last)
-    calls += schema_calls(group, (), dtypes[0], "edge: 0-dim")
-    calls += schema_calls(group, (0, 3), dtypes[0], "edge: empty [0,3]")
+
+    def generated(shapes, dtype, source: str, layout=None) -> list[Call]:
+        return schema_calls(group, shapes, dtype, source, layout, strings)
+
+    calls = [c for dtype in DTYPES for c in generated((3, 4), dtype, f"edge: {dtype_name(dtype)} [3,4]")]
+    calls += generated((3, 4), torch.float32, "edge: non-contiguous", layout=_transposed)
+    calls += generated((2, 3, 4, 5), torch.float32, "edge: channels-last", layout=_channels_last)
+    calls += generated((), dtypes[0], "edge: 0-dim")
+    calls += generated((0, 3), dtypes[0], "edge: empty [0,3]")
     if len(tensor_names) > 1:
         spread = {name: (3, 1) if i == 0 else (1, 4) for i, name in enumerate(tensor_names)}
         spread |= {a.name: (3, 1) for a in group.arguments if a.name not in spread}
-        calls += schema_calls(group, spread, dtypes[0], "edge: broadcast [3,1] with [1,4] (in-place grows self)")
+        calls += generated(spread, dtypes[0], "edge: broadcast [3,1] with [1,4] (in-place grows self)")
         promoted = {name: torch.int64 if i == 0 else torch.float32 for i, name in enumerate(tensor_names)}
-        calls += schema_calls(group, (3, 4), promoted, "edge: promotion int64 with float32 (in-place cannot cast)")
+        promoted |= {a.name: torch.float32 for a in group.arguments if a.name not in promoted}  # Tensor? ones too
+        calls += generated((3, 4), promoted, "edge: promotion int64 with float32 (in-place cannot cast)")
     return calls
 
 

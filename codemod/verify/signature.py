@@ -41,6 +41,15 @@ def parameters(declaration: str) -> list[Parameter]:
     return found
 
 
+def value_return_type(declaration: str) -> str:
+    """The return type of a C++ function declaration (or definition), by value: `at::Tensor &` is `at::Tensor`,
+    `::std::tuple<at::Tensor &,at::Tensor &>` is `::std::tuple<at::Tensor,at::Tensor>`."""
+    # parsed as a member: tree-sitter reads some declarations at namespace scope as expressions (`at::Tensor & x(...)`)
+    src = cpp_syntax.parse(f"struct S {{ {declaration}; }};".encode())
+    node = next(n for n in cpp_syntax.walk(src.root) if n.type in ("field_declaration", "function_definition"))
+    return re.sub(r"\s*&", "", cpp_syntax.text(node.child_by_field_name("type")))
+
+
 def plain_type(type_: str) -> str:
     """A declared type without spaces and leading `::` (`::std::optional<at::ScalarType>` is `std::optional<at::ScalarType>`)."""
     return re.sub(r"\s+", "", type_).removeprefix("::").replace("<::", "<")
