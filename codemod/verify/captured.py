@@ -14,7 +14,7 @@ from codemod.model import native_yaml
 from codemod.model.tree import TAGS, TEMPLATES, Tree
 from codemod.plan import yaml_edits as plan_yaml
 from codemod.plan.plan import OpEntries, op_entries
-from codemod.verify.cache import cache_dir, digest
+from codemod.model.cache import cache_dir, digest
 
 
 def _codegen_fingerprint(tree: Tree) -> list[bytes | str]:

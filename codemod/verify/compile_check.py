@@ -34,11 +34,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from codemod.capture import codegen, fromtorch
-from codemod.model import exact_text, native_yaml, progress
+from codemod.model import cache, exact_text, native_yaml, progress
 from codemod.model.errors import BadInput, VerificationFailed
 from codemod.model.tree import NATIVE_FUNCTIONS, TEMPLATES, Tree
 from codemod.plan.plan import FileChange
-from codemod.verify import cache, compiler
+from codemod.verify import compiler, pch
 
 SOURCE_SUFFIXES = (".cpp", ".cc", ".cxx")
 JOBS = max(1, min(2, os.cpu_count() or 1))
@@ -222,7 +222,7 @@ def _compile(tree: Tree, headers: Headers, source: Source, scratch: Path) -> _Ou
     copy.parent.mkdir(parents=True, exist_ok=True)
     copy.write_bytes(source.text)
     deps = copy.with_suffix(".d")
-    command = [compiler.CXX, *flags, "-MD", "-MF", str(deps), str(copy)]
+    command = [compiler.CXX, *flags, *pch.for_source(compiler.CXX, copy, flags), "-MD", "-MF", str(deps), str(copy)]
     progress.command(command)
     result = subprocess.run(command, capture_output=True, text=True)
     output = result.stderr.replace(f"{scratch}/", "")  # scratch copies are named as the tree's files

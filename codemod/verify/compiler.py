@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from codemod.model.errors import BadInput, VerificationFailed
-from codemod.verify.cache import cached_build, digest, keep_failed
+from codemod.model.cache import cached_build, digest, keep_failed
 
 CXX = os.environ.get("CXX", "g++")
 

@@ -17,7 +17,7 @@ from pathlib import Path
 from types import ModuleType
 
 from codemod.model.errors import VerificationFailed
-from codemod.verify.cache import cached_build, digest, keep_failed
+from codemod.model.cache import cached_build, digest, keep_failed
 
 CFLAGS = ("-O2",)  # as `codemod build`; torch.utils.cpp_extension adds no optimisation level of its own
 
