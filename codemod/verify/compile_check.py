@@ -67,6 +67,7 @@ class Source:
 class Headers:
     root: Path  # holds ATen/...: the first include directory
     digest: str
+    from_cache: bool = False  # torchgen ran clean on the same inputs before and was not run again
 
 
 @dataclass(frozen=True)
@@ -115,7 +116,7 @@ def sources_of(changes: Iterable[FileChange]) -> tuple[list[Source], list[str]]:
 def regenerate_headers(tree: Tree, scratch: Path) -> Headers:
     """The tree's torchgen on its whole (edited) yaml, headers only, kept in the build cache by content."""
     out = scratch / "ATen"
-    codegen.aten(tree, tree.aten_source_dir, out, "--generate", "headers")
+    from_cache = codegen.aten(tree, tree.aten_source_dir, out, "--generate", "headers")
     digest = hashlib.sha256()
     for path in sorted(p for p in scratch.rglob("*") if p.is_file()):
         digest.update(path.relative_to(scratch).as_posix().encode() + b"\0" + path.read_bytes())
@@ -128,7 +129,7 @@ def regenerate_headers(tree: Tree, scratch: Path) -> Headers:
             staged.rename(kept)
         except OSError:  # another run kept the same headers first
             shutil.rmtree(staged)
-    return Headers(kept, digest.hexdigest())
+    return Headers(kept, digest.hexdigest(), from_cache)
 
 
 def include_dirs(tree: Tree, headers: Headers) -> list[str]:
