@@ -31,6 +31,11 @@ def runs(result: subprocess.CompletedProcess[str], module: str) -> int:
     return sum(line.startswith("$ ") and f" -m {module}" in line for line in result.stderr.splitlines())
 
 
+def loader_runs(result: subprocess.CompletedProcess[str]) -> int:
+    """Runs of torchgen's loader on the whole yaml, the check before planning (a script: its lines follow `$`)."""
+    return result.stderr.count("from torchgen.gen import parse_native_yaml")
+
+
 def test_codegen_runs_once_per_set_of_inputs(target_tree: Path, tmp_path: Path) -> None:
     cache = tmp_path / "cache"
     trees = [shutil.copytree(target_tree, tmp_path / name) for name in ("first", "again", "edited")]
@@ -40,11 +45,13 @@ def test_codegen_runs_once_per_set_of_inputs(target_tree: Path, tmp_path: Path) 
     # capture: the entries as they are and as the bypass leaves them; verification: the whole yaml's headers, and
     # the entries as the tree now holds them, with the edited templates
     assert runs(first, "torchgen.gen") == 4 and runs(first, "torchgen.packaged.autograd.gen_autograd") == 1
+    assert loader_runs(first) == 1
     assert FROM_CACHE not in first.stderr
 
     again = bypass(trees[1], cache)  # a fresh copy of the same tree: the same inputs everywhere
     assert again.returncode == 0, again.stderr
     assert runs(again, "torchgen.gen") == 0 and runs(again, "torchgen.packaged.autograd.gen_autograd") == 0
+    assert loader_runs(again) == 0
     assert f"verified: torchgen on the whole yaml, torchgen on the op's entries, the autograd codegen: {FROM_CACHE}" in again.stderr
 
     template = trees[2] / "aten/src/ATen/templates/NativeMetaFunctions.h"
@@ -52,6 +59,7 @@ def test_codegen_runs_once_per_set_of_inputs(target_tree: Path, tmp_path: Path) 
     edited = bypass(trees[2], cache)
     assert edited.returncode == 0, edited.stderr
     assert runs(edited, "torchgen.gen") == 4 and runs(edited, "torchgen.packaged.autograd.gen_autograd") == 0
+    assert loader_runs(edited) == 0  # the yaml and tags are those it accepted: the template is not its input
     assert f"verified: the autograd codegen: {FROM_CACHE}" in edited.stderr
 
 

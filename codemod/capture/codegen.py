@@ -71,7 +71,13 @@ _LOCATION = re.compile(r"^\s*in .*:(?P<line>\d+):$", re.MULTILINE)  # the contex
 
 def check_native_yaml(tree: Tree) -> None:
     """What torchgen's loader refuses in the whole native_functions.yaml (a bad schema in any entry, a dangling
-    structured_delegate, ...) is refused before planning, with its line and torchgen's reason, not after writing."""
+    structured_delegate, ...) is refused before planning, with its line and torchgen's reason, not after writing.
+    A file it accepted before (the same yaml, tags and torchgen) is not loaded again."""
+    inputs = [_LOAD_NATIVE_YAML, *files(tree.path(NATIVE_FUNCTIONS), tree.path(TAGS)), *torchgen_code(tree)]
+    _once("native-yaml", inputs, lambda _: _load_native_yaml(tree))
+
+
+def _load_native_yaml(tree: Tree) -> None:
     args = [tree.python, "-c", _LOAD_NATIVE_YAML, str(tree.path(NATIVE_FUNCTIONS)), str(tree.path(TAGS))]
     progress.command(args)
     result = subprocess.run(args, env=tree.python_env(), capture_output=True, text=True)
@@ -90,14 +96,27 @@ def aten(tree: Tree, source_dir: Path, out_dir: Path, *extra: str) -> bool:
     the build cache (the same inputs ran clean before)."""
     native = source_dir / "native"
     inputs = files(native / "native_functions.yaml", native / "tags.yaml", (source_dir / "templates").resolve())
-    key = cache.digest("torchgen.gen", *extra, *inputs, *torchgen_code(tree))[:20]
 
     def generate(out: Path) -> None:
         run(tree, ["-m", "torchgen.gen", "-s", str(source_dir), "-d", str(out), *extra], "torchgen (ATen codegen)")
 
-    kept, cached = cache.cached_build(f"torchgen-{key}", _RAN_CLEAN, lambda scratch: _ran_clean(generate, scratch))
+    kept, cached = _once("torchgen", ["torchgen.gen", *extra, *inputs, *torchgen_code(tree)], generate)
     shutil.copytree(kept, out_dir, dirs_exist_ok=True, ignore=shutil.ignore_patterns(_RAN_CLEAN))
     return cached
+
+
+_RAN_CLEAN = ".ran-clean"  # what cache.cached_build finds in an entry: written once the run ended clean
+
+
+def _once(kind: str, inputs: list[bytes | str], generate: Callable[[Path], None]) -> tuple[Path, bool]:
+    """The build cache's entry of a run on INPUTS, made by GENERATE(its directory) unless a clean run of the same
+    inputs made it before (a failing run keeps nothing), and whether one had."""
+
+    def make(scratch: Path) -> None:
+        generate(scratch)
+        (scratch / _RAN_CLEAN).touch()
+
+    return cache.cached_build(f"{kind}-{cache.digest(*inputs)[:20]}", _RAN_CLEAN, make)
 
 
 def torchgen_code(tree: Tree) -> list[bytes | str]:
@@ -119,14 +138,6 @@ def files(*paths: Path) -> list[bytes | str]:
             if file.is_file() and "__pycache__" not in file.parts:
                 parts += [file.name if file == path else str(file.relative_to(path)), file.read_bytes()]
     return parts
-
-
-_RAN_CLEAN = ".ran-clean"  # the marker of a kept run
-
-
-def _ran_clean(generate: Callable[[Path], None], out: Path) -> None:
-    generate(out)
-    (out / _RAN_CLEAN).touch()
 
 
 def aten_on_entries(tree: Tree, native_yaml_text: str, out_dir: Path) -> bool:
@@ -197,14 +208,12 @@ def autograd(tree: Tree, out_dir: Path) -> bool:
         code = Path(packaged.__path__[0])
         module, run_in = "torchgen.packaged.autograd.gen_autograd", _packaged_autograd(tree, code)
     inputs = files(tree.path(NATIVE_FUNCTIONS), tree.path(TAGS), tree.path(DERIVATIVES), tree.path(DEPRECATED), code)
-    key = cache.digest(module, *inputs, *torchgen_code(tree))[:20]
 
-    def generate(marker_dir: Path) -> None:
+    def generate(_: Path) -> None:  # its outputs go to OUT_DIR, not into the cache: nothing reads them
         with run_in as autograd_dir:
             run(tree, ["-m", module, *args, str(autograd_dir)], "autograd codegen")
-        (marker_dir / _RAN_CLEAN).touch()
 
-    return cache.cached_build(f"autograd-{key}", _RAN_CLEAN, generate)[1]
+    return _once("autograd", [module, *inputs, *torchgen_code(tree)], generate)[1]
 
 
 @contextlib.contextmanager
