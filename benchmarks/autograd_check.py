@@ -1,6 +1,6 @@
-"""What the autograd check (codemod/verify/autograd_check.py) costs a bypass: `bypass OP --dry-run` on TREE with a
-private, empty build cache (the verdict cold: the tree's autograd codegen runs beside the planning), then again (the
-verdict cached), with the load average. Figures for a person; nothing here asserts a time.
+"""What the autograd check (codegen.check_autograd, beside the planning) costs a bypass: `bypass OP --dry-run` on
+TREE with a private, empty build cache (cold: the tree's autograd codegen runs), then again (its clean run kept by its
+inputs), with the load average. Figures for a person; nothing here asserts a time.
 
     python benchmarks/autograd_check.py TREE [OP]     # e.g. a tree from `codemod tree from-torch DEST`
 """

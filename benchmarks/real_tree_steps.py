@@ -1,69 +1,160 @@
-"""Where the time goes on the full real tree (built from the installed torch wheel).
+"""Where the time of `codemod bypass OP` goes on a real tree: cold and warm, wall and CPU, with the load average.
 
-Prints each pipeline step's time for one op, then the three commands end to end:
-`bypass --dry-run`, `bypass` (with the tree's own codegen as verification), `revert`.
-Figures for a person; nothing here asserts a time.
+    python benchmarks/real_tree_steps.py [--op mul] [--sources DIR]
 
-    python benchmarks/real_tree_steps.py [OP]
+Builds a tree from the installed torch wheel (`codemod tree from-torch`), lays the files of DIR over its
+aten/src/ATen/native/ (PyTorch's own BinaryOps.cpp, read from pytorch/pytorch: never committed), and runs
+`bypass OP` three times, each in a fresh process on a fresh copy of the tree:
+
+- first ever: an empty build cache (the precompiled headers are built in this run);
+- cold: a cache holding only the precompiled headers (what any earlier op leaves), so the op's own compiles,
+  codegen and checks all run;
+- warm: the cache the cold run filled.
+
+For each: the command's steps (its --json `seconds`), every child process by kind (wall, CPU), codemod's own
+Python CPU, and the load average before and after. CPU seconds are the figure to compare on a shared machine
+(load does not inflate them much); wall is only meaningful at a load average below the core count. Figures for
+a person; nothing here asserts a time.
 """
 from __future__ import annotations
 
+import argparse
 import json
+import os
+import re
+import resource
+import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+from collections import defaultdict
 from pathlib import Path
 
-from codemod.capture import capture, codegen
 from codemod.capture.fromtorch import write_tree_from_torch
-from codemod.model import native_yaml
-from codemod.model.edits import apply_edits
-from codemod.model.tree import DERIVATIVES, NATIVE_FUNCTIONS, locate
-from codemod.plan import callers as plan_callers
-from codemod.plan import cpp as plan_cpp
-from codemod.plan import foreach
-from codemod.plan import yaml_edits as plan_yaml
-from codemod.plan.plan import op_entries
 
 REPO = Path(__file__).resolve().parent.parent
+NATIVE = "aten/src/ATen/native"
 
 
-def timed(label: str, action):
-    started = time.perf_counter()
-    result = action()
-    print(f"{time.perf_counter() - started:8.2f} s  {label}", flush=True)
+def kind(args: list[str]) -> str:
+    """A child process by what it does: `torchgen`, `g++ -c harness.cpp`, `g++ -fsyntax-only BinaryOps.cpp`..."""
+    if "torchgen.gen" in args:
+        return "torchgen --generate headers (whole yaml)" if "--generate" in args else "torchgen (op's entries)"
+    if any("gen_autograd" in a for a in args):
+        return "autograd codegen"
+    if "parse_native_yaml" in " ".join(args):
+        return "torchgen's loader on the whole yaml"
+    if Path(args[0]).name in ("g++", "c++", os.environ.get("CXX", "g++")):
+        what = next((a for a in ("-M", "-fsyntax-only", "-shared", "-c", "c++-header") if a in args), "link")
+        named = [Path(a).name for a in args if re.search(r"\.(cpp|h|o)$", a) and not a.startswith("-")]
+        return f"g++ {what} {named[-1] if named else ''}".rstrip()
+    return Path(args[0]).name
+
+
+def measure_one(op: str, tree: Path) -> None:
+    """In this process: `codemod bypass OP --json`, every child process's wall and CPU recorded (os.wait4)."""
+    children: list[dict] = []
+    started_at: dict[int, tuple[float, list[str]]] = {}
+    lock = threading.Lock()
+    popen_init, waitpid = subprocess.Popen.__init__, os.waitpid
+
+    def init(self, args, *rest, **options):
+        start = time.monotonic()
+        popen_init(self, args, *rest, **options)
+        with lock:
+            started_at[self.pid] = (start, [str(a) for a in (args if isinstance(args, (list, tuple)) else [args])])
+
+    def wait(pid, options):
+        if pid <= 0:
+            return waitpid(pid, options)
+        got, status, usage = os.wait4(pid, options)
+        if got == pid and pid in started_at:
+            with lock:
+                start, args = started_at.pop(pid)
+            children.append({"kind": kind(args), "wall": time.monotonic() - start, "cpu": usage.ru_utime + usage.ru_stime})
+        return got, status
+
+    subprocess.Popen.__init__, os.waitpid = init, wait
+    from codemod.cli.main import main
+
+    load_before, start, own = os.getloadavg(), time.monotonic(), resource.getrusage(resource.RUSAGE_SELF)
+    out = tempfile.TemporaryFile("w+")
+    saved = os.dup(1)
+    os.dup2(out.fileno(), 1)  # the command's --json
+    try:
+        main(["-q", "bypass", op, "--tree", str(tree), "--json"], standalone_mode=False)
+    except SystemExit as exit:
+        code = exit.code
+    else:
+        code = 0
+    finally:
+        sys.stdout.flush()
+        os.dup2(saved, 1)
+    now = resource.getrusage(resource.RUSAGE_SELF)
+    out.seek(0)
+    report = json.loads(out.read() or "{}")
+    print(json.dumps({
+        "exit": code, "wall": time.monotonic() - start, "load": [load_before, os.getloadavg()],
+        "python_cpu": now.ru_utime + now.ru_stime - own.ru_utime - own.ru_stime,
+        "steps": report.get("seconds", {}), "children": children, "error": report.get("error"),
+    }))
+
+
+def run(op: str, tree: Path, cache: Path, label: str) -> dict:
+    copy = tree.parent / f"{label}-tree"
+    shutil.copytree(tree, copy, symlinks=True)
+    env = {**os.environ, "CODEMOD_BUILD_CACHE": str(cache), "PYTHONPATH": str(REPO)}
+    child = subprocess.run([sys.executable, __file__, "--measure-one", op, str(copy)], capture_output=True, text=True, env=env)
+    if child.returncode != 0 or not child.stdout.strip():
+        sys.exit(f"{label}: the measuring process failed:\n{child.stderr[-3000:]}")
+    result = json.loads(child.stdout.strip().splitlines()[-1])
+    if result["exit"] != 0:
+        sys.exit(f"{label}: bypass {op} exited {result['exit']}: {result['error']}")
     return result
 
 
-def main(op: str) -> None:
+def show(label: str, result: dict) -> None:
+    children = result["children"]
+    cpu = result["python_cpu"] + sum(c["cpu"] for c in children)
+    (before, after) = result["load"]
+    print(f"\n{label}: wall {result['wall']:.1f} s, CPU {cpu:.1f} s (codemod's Python {result['python_cpu']:.1f} s); "
+          f"load average {before[0]:.1f} before, {after[0]:.1f} after (1 min)")
+    print("  steps (wall): " + ", ".join(f"{step} {seconds:.1f} s" for step, seconds in result["steps"].items()))
+    by_kind: dict[str, list[float]] = defaultdict(lambda: [0, 0.0, 0.0])
+    for c in children:
+        row = by_kind[c["kind"]]
+        row[0] += 1
+        row[1] += c["wall"]
+        row[2] += c["cpu"]
+    for name, (count, wall, cpu_seconds) in sorted(by_kind.items(), key=lambda item: -item[1][2]):
+        if cpu_seconds >= 0.05:
+            print(f"  {count:3d} x {name:48} wall {wall:7.1f} s  CPU {cpu_seconds:7.1f} s")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--op", default="mul")
+    parser.add_argument("--sources", type=Path, help=f"files laid over the tree's {NATIVE}/ (PyTorch's own BinaryOps.cpp)")
+    parser.add_argument("--measure-one", nargs=2, metavar=("OP", "TREE"), help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.measure_one:
+        measure_one(args.measure_one[0], Path(args.measure_one[1]))
+        return
     with tempfile.TemporaryDirectory(prefix="codemod-bench-") as scratch:
-        root = Path(scratch) / "tree"
-        timed("build the real tree from the wheel", lambda: write_tree_from_torch(root, REPO / "target_tree"))
-        tree = locate(root)
-        print(f"steps of `codemod bypass {op}`:")
-        timed("parse and validate native_functions.yaml", lambda: native_yaml.load(NATIVE_FUNCTIONS, tree.path(NATIVE_FUNCTIONS).read_text()))
-        entries = timed("find the op's groups and plan the yaml edit (checked by re-parsing)", lambda: op_entries(tree, op))
-        captured = timed("capture: torchgen on the op's entries, before and after", lambda: capture.capture(tree, op, *entries.capture_inputs(), entries.overloads))
-        text = tree.path(DERIVATIVES).read_text()
-        edits, _ = timed("plan the derivatives.yaml edit", lambda: plan_yaml.derivatives_edits(text, entries.overloads))
-        edited = apply_edits(text.encode(), edits).decode()
-        timed("foreach cascade: the tree's autograd loader on the entries named like the op", lambda: foreach.foreach_ops_losing_autograd(tree, edited))
-        timed("plan the template and native source edits", lambda: (plan_cpp.template_edits(tree, captured), plan_cpp.native_source_edits(tree, captured)))
-        timed("scan the tree for callers and plan their rewrites", lambda: plan_callers.caller_edits(tree, captured))
-        print("steps of its verification (on the untouched tree; the two torchgen runs go beside the autograd codegen):")
-        out = Path(scratch) / "out"
-        timed("torchgen on the whole yaml, generating nothing (parse, validate, group)", lambda: codegen.aten(tree, tree.aten_source_dir, out / "parsed", "--generate"))
-        timed("torchgen on the op's entries, every file", lambda: codegen.aten_on_entries(tree, entries.capture_inputs()[1], out / "entries"))
-        timed("autograd codegen, whole", lambda: codegen.autograd(tree, out / "autograd"))
-        print("commands end to end (bypass: its own steps from --json below it):")
-        for args in (["bypass", op, "--dry-run"], ["bypass", op], ["revert", op]):
-            run = timed("codemod " + " ".join(args), lambda: subprocess.run([sys.executable, "-m", "codemod", *args, "--tree", str(root), "--json"], capture_output=True, text=True))
-            if run.returncode != 0:
-                sys.exit(f"codemod {' '.join(args)} failed:\n{run.stderr}")
-            for step, seconds in json.loads(run.stdout).get("seconds", {}).items():
-                print(f"{seconds:14.2f} s  {step}")
+        tree = Path(scratch) / "tree"
+        write_tree_from_torch(tree, REPO / "target_tree")
+        for source in sorted(args.sources.iterdir()) if args.sources else []:
+            shutil.copyfile(source, tree / NATIVE / source.name)
+        first, cold = Path(scratch) / "first-cache", Path(scratch) / "cold-cache"
+        show("first ever (empty build cache)", run(args.op, tree, first, "first"))
+        cold.mkdir()
+        for pch in first.glob("pch-*"):
+            shutil.copytree(pch, cold / pch.name)
+        show("cold (a cache holding only the precompiled headers)", run(args.op, tree, cold, "cold"))
+        show("warm (the cache the cold run filled)", run(args.op, tree, cold, "warm"))
 
 
 if __name__ == "__main__":
-    main(sys.argv[1] if len(sys.argv) > 1 else "mul")
+    main()

@@ -7,6 +7,10 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import shutil
+import subprocess
+import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -18,7 +22,7 @@ from codemod.model.errors import VerificationFailed
 from codemod.model.tree import locate
 from codemod.plan import cpp as plan_cpp
 from codemod.plan.plan import op_entries
-from codemod.verify import build, captured, checks, compiler, harness, signature
+from codemod.verify import build, bypass_ext, captured, checks, compiler, harness, signature
 from tests.conftest import OUTPUT_SCHEMA, run_codemod
 
 
@@ -51,6 +55,46 @@ def test_extension_holds_the_bypass_scaffolding_verbatim_in_its_own_namespace(bu
     # the installed headers declare the structs; the extension must not define them again
     for struct in (*capture.meta_structs, *capture.native_structs):
         assert struct.text not in source
+
+
+def test_harness_and_extension_are_one_compile_with_the_libtorch_headers_precompiled(
+    built: compiler.Built, cache: Path, target_tree: Path, tmp_path: Path,
+) -> None:
+    """`codemod build` compiles the harness source once, force-including the precompiled installed headers, and
+    links the object twice: the harness executable and the Python extension the OpInfo check imports."""
+    assert built.module is not None and built.module.parent == built.executable.parent
+    fresh = tmp_path / "cache"  # as after another op: only the precompiled headers
+    for kept in cache.glob("pch-*"):
+        shutil.copytree(kept, fresh / kept.name)
+    log = tmp_path / "g++.log"
+    logging_cxx = tmp_path / "g++"
+    logging_cxx.write_text(f'#!/bin/sh\necho "$@" >> {log}\nexec {compiler.CXX} "$@"\n')
+    logging_cxx.chmod(0o755)
+    result = subprocess.run(
+        [sys.executable, "-m", "codemod", "build", "mul", "--tree", str(target_tree)], capture_output=True, text=True,
+        env={**os.environ, "CXX": str(logging_cxx), "CODEMOD_BUILD_CACHE": str(fresh)},
+    )
+    assert result.returncode == 0, result.stderr
+    assert "checks: 70 passed, 0 failed" in result.stderr and "mul: 150 comparisons with torch" in result.stderr
+    runs = log.read_text().splitlines()
+    compiled = [run for run in runs if re.search(r"\.(cpp|cc)( |$)", run)]
+    assert len(compiled) == 1 and " -c " in compiled[0], runs
+    assert f"-include {fresh}/pch-" in compiled[0] and "libtorch_pch.h -Winvalid-pch -Werror=invalid-pch" in compiled[0]
+    links = [run for run in runs if run.split()[0].endswith(".o") or run.startswith("-shared ")]
+    assert len(links) == 2 and sum(run.startswith("-shared ") for run in links) == 1, runs
+    made = [run for run in runs if "c++-header" in run and " -M " not in run]  # -M: listing what the PCH would hold
+    assert not made, made  # the precompiled headers were found by their key, not made again
+
+
+def test_the_libtorch_pch_holds_every_fixed_include_of_the_harness_and_the_extension(target_tree: Path) -> None:
+    held = set(re.findall(r"^#include <([^>]+)>$", compiler.LIBTORCH_PCH.read_text(), re.MULTILINE))
+    tree = locate(target_tree)
+    capture = captured.capture_for(tree, "mul", op_entries(tree, "mul"))
+    per_op = {line.split("<")[1].rstrip(">") for line in harness.harness_includes(capture)}
+    template = harness.HARNESS_TEMPLATE.read_text().split("#if __has_include")[0]  # callgrind's header is optional
+    sources = template + bypass_ext.render([capture], "codemod_check_mul")
+    fixed = set(re.findall(r"^#include <([^>]+)>$", sources, re.MULTILINE)) - per_op
+    assert fixed and fixed <= held, fixed - held
 
 
 def test_bypass_agrees_with_the_dispatcher(built: compiler.Built) -> None:

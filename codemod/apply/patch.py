@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import difflib
+import functools
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -68,6 +69,7 @@ def hunks(change: FileChange) -> list[Hunk]:
     return [Hunk(text, tuple(op for op in group if op[0] != "equal")) for text, group in zip(texts, groups, strict=True)]
 
 
+@functools.lru_cache(maxsize=64)  # a command renders, counts (stat) and reports one change: one diff (seconds on the yaml)
 def _file_diff(change: FileChange) -> str:
     old, new = lines(change)
     created = change.before is None

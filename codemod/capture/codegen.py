@@ -11,25 +11,35 @@ release: the entries its message names, with the rest of their op, join the
 run, and every later run of this process on that torchgen. Where the message
 names none that helps, the run takes the whole file (slow, always right).
 Callers keep only the code of their own entries from the outputs.
+
+A run whose inputs (the yaml files, the templates, the codegen's own code, the arguments) ran clean before is not
+run again: torchgen's outputs, kept in the build cache under the key of those inputs, are copied out, and the
+caller is told so (the compile check's cache works the same way). Failures are never kept.
 """
 from __future__ import annotations
 
+import contextlib
 import functools
+import importlib.metadata
+import importlib.util
 import json
 import re
 import shutil
 import subprocess
+import sys
 import tempfile
 import threading
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from codemod.model import native_yaml, progress
+from codemod.model import cache, native_yaml, progress
 from codemod.model.errors import BadInput, VerificationFailed
 from codemod.model.tree import DERIVATIVES, NATIVE_FUNCTIONS, TAGS, TEMPLATES, Tree
 
 # Rounds of "add the entries the error names" before taking the whole file.
 _SUPPORT_ROUNDS = 4
 _IDENTIFIER = re.compile(r"[A-Za-z_][\w.]*\w|[A-Za-z_]")
+DEPRECATED = "tools/autograd/deprecated.yaml"
 # tree root -> ops (as `native_yaml.op_name` names them) its torchgen's whole-file checks need.
 _support_ops: dict[Path, set[str]] = {}
 _support_lock = threading.Lock()
@@ -99,7 +109,12 @@ _LOCATION = re.compile(r"^\s*in .*:(?P<line>\d+):$", re.MULTILINE)  # the contex
 def check_native_yaml(tree: Tree) -> None:
     """What torchgen's loaders refuse in tags.yaml or the whole native_functions.yaml (a bad schema in any entry, a
     dangling structured_delegate, ...) is refused before planning, with its line and torchgen's reason, not after
-    writing."""
+    writing. A pair it accepted before (the same yaml, tags and torchgen) is not loaded again."""
+    inputs = [_LOAD_NATIVE_YAML, *files(tree.path(NATIVE_FUNCTIONS), tree.path(TAGS)), *torchgen_code(tree)]
+    _once("native-yaml", inputs, lambda _: _load_native_yaml(tree))
+
+
+def _load_native_yaml(tree: Tree) -> None:
     args = [tree.python, "-c", _LOAD_NATIVE_YAML, str(tree.path(NATIVE_FUNCTIONS)), str(tree.path(TAGS))]
     progress.command(args)
     result = subprocess.run(args, env=tree.python_env(), capture_output=True, text=True)
@@ -127,13 +142,58 @@ def check_autograd(tree: Tree) -> None:
             ) from None
 
 
-def aten(tree: Tree, source_dir: Path, out_dir: Path, *extra: str, scratch_paths: dict[Path, Path] | None = None) -> None:
-    """`torchgen.gen` on SOURCE_DIR (holding native/ and templates/) into OUT_DIR."""
-    run(tree, ["-m", "torchgen.gen", "-s", str(source_dir), "-d", str(out_dir), *extra], "torchgen (ATen codegen)", scratch_paths)
+def aten(tree: Tree, source_dir: Path, out_dir: Path, *extra: str, scratch_paths: dict[Path, Path] | None = None) -> bool:
+    """`torchgen.gen` on SOURCE_DIR (holding native/ and templates/) into OUT_DIR; whether the outputs came from
+    the build cache (the same inputs ran clean before)."""
+    native = source_dir / "native"
+    inputs = files(native / "native_functions.yaml", native / "tags.yaml", (source_dir / "templates").resolve())
+
+    def generate(out: Path) -> None:
+        run(tree, ["-m", "torchgen.gen", "-s", str(source_dir), "-d", str(out), *extra], "torchgen (ATen codegen)", scratch_paths)
+
+    kept, cached = _once("torchgen", ["torchgen.gen", *extra, *inputs, *torchgen_code(tree)], generate)
+    shutil.copytree(kept, out_dir, dirs_exist_ok=True, ignore=shutil.ignore_patterns(_RAN_CLEAN))
+    return cached
 
 
-def aten_on_entries(tree: Tree, native_yaml_text: str, out_dir: Path) -> None:
-    """torchgen on these entries, plus those the tree's torchgen checks across the whole file."""
+_RAN_CLEAN = ".ran-clean"  # what cache.cached_build finds in an entry: written once the run ended clean
+
+
+def _once(kind: str, inputs: list[bytes | str], generate: Callable[[Path], None]) -> tuple[Path, bool]:
+    """The build cache's entry of a run on INPUTS, made by GENERATE(its directory) unless a clean run of the same
+    inputs made it before (a failing run keeps nothing), and whether one had."""
+
+    def make(scratch: Path) -> None:
+        generate(scratch)
+        (scratch / _RAN_CLEAN).touch()
+
+    return cache.cached_build(f"{kind}-{cache.digest(*inputs)[:20]}", _RAN_CLEAN, make)
+
+
+def torchgen_code(tree: Tree) -> list[bytes | str]:
+    """The code of the torchgen the tree's codegen runs (its own, else the installed one), and the Python it runs in."""
+    if tree.has_own_torchgen:
+        torchgen = tree.root / "torchgen"
+    else:
+        spec = importlib.util.find_spec("torchgen")
+        torchgen = Path(spec.origin).parent if spec and spec.origin else None
+    code = [p for p in sorted(torchgen.rglob("*.py")) if "packaged" not in p.relative_to(torchgen).parts] if torchgen else []
+    return [tree.python, sys.version, importlib.metadata.version("PyYAML"), *files(*code)]
+
+
+def files(*paths: Path) -> list[bytes | str]:
+    """Each file's name and bytes, a directory's files (but caches) in sorted order."""
+    parts: list[bytes | str] = []
+    for path in paths:
+        for file in sorted(path.rglob("*")) if path.is_dir() else [path]:
+            if file.is_file() and "__pycache__" not in file.parts:
+                parts += [file.name if file == path else str(file.relative_to(path)), file.read_bytes()]
+    return parts
+
+
+def aten_on_entries(tree: Tree, native_yaml_text: str, out_dir: Path) -> bool:
+    """torchgen on these entries, plus those the tree's torchgen checks across the whole file; whether its outputs
+    came from the build cache."""
     own = {entry.name for entry in native_yaml.load("entries", native_yaml_text).entries}
     tree_yaml = functools.cache(lambda: native_yaml.load(NATIVE_FUNCTIONS, tree.path(NATIVE_FUNCTIONS).read_text()))
     for _ in range(_SUPPORT_ROUNDS):
@@ -141,8 +201,7 @@ def aten_on_entries(tree: Tree, native_yaml_text: str, out_dir: Path) -> None:
             ops = set(_support_ops.get(tree.root, ()))
         support = [e for e in tree_yaml().entries if e.name not in own and native_yaml.op_name(e.base) in ops] if ops else []
         try:
-            aten_on_yaml(tree, _joined(native_yaml_text, tree_yaml(), support), out_dir)
-            return
+            return aten_on_yaml(tree, _joined(native_yaml_text, tree_yaml(), support), out_dir)
         except CodegenFailed as failure:
             named = _ops_named_in(tree_yaml(), failure.exception, own) - ops
             if not named:
@@ -151,7 +210,7 @@ def aten_on_entries(tree: Tree, native_yaml_text: str, out_dir: Path) -> None:
                 _support_ops.setdefault(tree.root, set()).update(named)
     with progress.step("torchgen checks the whole native_functions.yaml: running it on every entry"):
         everything_else = [e for e in tree_yaml().entries if e.name not in own]
-        aten_on_yaml(tree, _joined(native_yaml_text, tree_yaml(), everything_else), out_dir)
+        return aten_on_yaml(tree, _joined(native_yaml_text, tree_yaml(), everything_else), out_dir)
 
 
 def _joined(native_yaml_text: str, doc: native_yaml.NativeYaml, support: list[native_yaml.Entry]) -> str:
@@ -169,8 +228,8 @@ def _ops_named_in(doc: native_yaml.NativeYaml, message: str, own: set[str]) -> s
     return named
 
 
-def aten_on_yaml(tree: Tree, native_yaml_text: str, out_dir: Path) -> None:
-    """torchgen on exactly this yaml, with the tree's tags and templates."""
+def aten_on_yaml(tree: Tree, native_yaml_text: str, out_dir: Path) -> bool:
+    """torchgen on exactly this yaml, with the tree's tags and templates; whether its outputs came from the cache."""
     with tempfile.TemporaryDirectory(prefix="codemod-src-") as scratch:
         source = Path(scratch)
         (source / "native").mkdir()
@@ -178,25 +237,40 @@ def aten_on_yaml(tree: Tree, native_yaml_text: str, out_dir: Path) -> None:
         shutil.copyfile(tree.path(TAGS), source / "native" / "tags.yaml")
         (source / "templates").symlink_to(tree.path(TEMPLATES), target_is_directory=True)
         in_tree = {source / "templates": tree.path(TEMPLATES), source / "native" / "tags.yaml": tree.path(TAGS)}
-        aten(tree, source, out_dir, scratch_paths=in_tree)
+        return aten(tree, source, out_dir, scratch_paths=in_tree)
 
 
-def autograd(tree: Tree, out_dir: Path) -> None:
-    """The tree's own autograd codegen; a slim tree borrows the installed one's code and templates."""
+def autograd(tree: Tree, out_dir: Path) -> bool:
+    """The tree's own autograd codegen into OUT_DIR (a slim tree borrows the installed one's code and templates);
+    whether the same inputs ran clean before, in which case it is not run again and OUT_DIR is not written."""
     args = [str(tree.path(NATIVE_FUNCTIONS)), str(tree.path(TAGS)), str(out_dir)]
     if tree.has_own_autograd:
-        run(tree, ["-m", "tools.autograd.gen_autograd", *args, str(tree.path("tools/autograd"))], "autograd codegen")
-        return
-    import torchgen.packaged.autograd as packaged
+        code = tree.path("tools/autograd")
+        module, run_in = "tools.autograd.gen_autograd", contextlib.nullcontext(code)
+    else:
+        import torchgen.packaged.autograd as packaged
 
+        code = Path(packaged.__path__[0])
+        module, run_in = "torchgen.packaged.autograd.gen_autograd", _packaged_autograd(tree, code)
+    inputs = files(tree.path(NATIVE_FUNCTIONS), tree.path(TAGS), tree.path(DERIVATIVES), tree.path(DEPRECATED), code)
+
+    def generate(_: Path) -> None:  # its outputs go to OUT_DIR, not into the cache: nothing reads them
+        with run_in as autograd_dir:
+            run(tree, ["-m", module, *args, str(autograd_dir)], "autograd codegen")
+
+    return _once("autograd", [module, *inputs, *torchgen_code(tree)], generate)[1]
+
+
+@contextlib.contextmanager
+def _packaged_autograd(tree: Tree, packaged: Path) -> Iterator[Path]:
+    """The installed autograd codegen's directory with the tree's derivatives.yaml (and deprecated.yaml) in it."""
     with tempfile.TemporaryDirectory(prefix="codemod-autograd-") as scratch:
         autograd_dir = Path(scratch)
-        for item in Path(packaged.__path__[0]).iterdir():
+        for item in packaged.iterdir():
             if item.name not in ("derivatives.yaml", "__pycache__"):
                 (autograd_dir / item.name).symlink_to(item)
         shutil.copyfile(tree.path(DERIVATIVES), autograd_dir / "derivatives.yaml")
-        tree_deprecated = tree.path("tools/autograd/deprecated.yaml")
-        if tree_deprecated.exists():
+        if tree.path(DEPRECATED).exists():
             (autograd_dir / "deprecated.yaml").unlink()
-            shutil.copyfile(tree_deprecated, autograd_dir / "deprecated.yaml")
-        run(tree, ["-m", "torchgen.packaged.autograd.gen_autograd", *args, str(autograd_dir)], "autograd codegen")
+            shutil.copyfile(tree.path(DEPRECATED), autograd_dir / "deprecated.yaml")
+        yield autograd_dir

@@ -23,11 +23,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from codemod.measure import guarded_bench, profile_script
-from codemod.model import json_file
+from codemod.model import cache, json_file
 from codemod.model.errors import BadInput, CodemodError
 from codemod.model.native_yaml import op_name
 from codemod.model.tree import Tree
-from codemod.verify import cache, compiler
+from codemod.verify import compiler
 
 MODES = ("plain", "guarded")
 _CPU_CATEGORIES = {"cpu_op", "user_annotation", "python_function"}

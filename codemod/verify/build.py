@@ -1,4 +1,5 @@
-"""`codemod build OP`: the harness compiled against the installed libtorch, its errors placed in the tree.
+"""`codemod build OP`: the harness, and from the same compile the check's Python extension, built against the
+installed libtorch, its errors placed in the tree.
 
 A compiler error on a line of the scaffolding is reported at the file:line where `codemod bypass OP` splices
 that line, so the user reads it where the bypass would write it."""
@@ -13,6 +14,7 @@ from codemod.model.errors import VerificationFailed
 from codemod.model.tree import Tree
 from codemod.plan import cpp as plan_cpp
 from codemod.plan.plan import op_entries
+from codemod.verify import bypass_ext, extension
 from codemod.verify.captured import bypassed_or_current
 from codemod.verify.compiler import Built, CompileFailed, compile_source
 from codemod.verify.harness import Harness, render
@@ -20,20 +22,31 @@ from codemod.verify.harness import Harness, render
 _COMPILER_ERROR = re.compile(r"^[^:\s]+\.cpp:(?P<line>\d+):\d+: (?:fatal )?error: (?P<message>.*)$")
 
 
-def compile_harness(harness: Harness, name: str) -> Built:
-    """HARNESS compiled, with whether it has C++ checks and the call it times."""
-    built = compile_source(harness.source, name=name)
+def compile_harness(harness: Harness, name: str, bound: Capture | None = None) -> Built:
+    """HARNESS compiled, with whether it has C++ checks and the call it times. With BOUND (the capture whose
+    scaffolding the harness holds), the same object is also linked into the Python extension binding it
+    (bypass_ext): one compile for both."""
+    if bound is None:
+        built = compile_source(harness.source, name=name)
+    else:
+        def source(module: str) -> str:
+            return f"{harness.source}\n{bypass_ext.bindings([bound], module)}"
+
+        module = extension.module_name(bypass_ext.STEM.format(bound.op), source)
+        built = compile_source(source(module), name=name, module=module)
     return dataclasses.replace(built, cpp_checks=bool(harness.cpp_checked), timed_call=harness.timed.shown)
 
 
 def build(tree: Tree, op: str, captured: Capture | None = None) -> Built:
-    """Raises VerificationFailed naming, for each compiler error in the scaffolding, the file:line of the
-    tree where `codemod bypass OP` splices that line. CAPTURED: the plan's capture, when there is one."""
+    """The harness and, where the check can bind every overload from Python (bypass_ext.unbindable), in the same
+    compile, the extension (Built.module). Raises VerificationFailed naming, for each compiler error in the
+    scaffolding, the file:line of the tree where `codemod bypass OP` splices that line. CAPTURED: the plan's
+    capture, when there is one."""
     entries, capture = (op_entries(tree, op), captured) if captured else bypassed_or_current(tree, op)
     harness = render(capture, entries.groups)
     source = harness.source
     try:
-        return compile_harness(harness, op)
+        return compile_harness(harness, op, None if bypass_ext.unbindable(capture) else capture)
     except CompileFailed as failed:
         spliced = spliced_errors(tree, capture, source, failed.errors)
         if not spliced:

@@ -91,6 +91,7 @@ def binding(bound: Bound) -> str:
 
 
 def render(captures: list[Capture], module_name: str) -> str:
+    """An extension holding only the bypasses of CAPTURES and their bindings."""
     includes = dict.fromkeys(i for c in captures for i in harness_includes(c))
     return "\n".join([
         "// The CPU scaffolding `codemod bypass` writes (rendered by plan_cpp, not copied), bound for Python.",
@@ -101,6 +102,14 @@ def render(captures: list[Capture], module_name: str) -> str:
         "",
         *(f"namespace {ext_namespace(c.op)} {{\nusing namespace at;  // the spliced text lives in namespace at::native\n"
           f"{plan_cpp.scaffolding(c)}\n}} // namespace {ext_namespace(c.op)}\n" for c in captures),
+        bindings(captures, module_name),
+    ])
+
+
+def bindings(captures: list[Capture], module_name: str) -> str:
+    """The module binding the bypasses of CAPTURES, for a source that holds their scaffolding in its namespace (an
+    extension of its own, or `codemod build`'s harness: then one compile gives both)."""
+    return "\n".join([
         "#include <torch/csrc/utils/pybind.h>",
         "",
         extension.TO_SCALAR,
@@ -121,12 +130,26 @@ def render(captures: list[Capture], module_name: str) -> str:
     ])
 
 
+def unbindable(capture: Capture) -> BadInput | None:
+    """Why the check cannot bind CAPTURE's bypass (an overload whose parameter Python cannot pass), or None."""
+    try:
+        for bound in bound_overloads(capture):
+            binding(bound)
+    except BadInput as refusal:
+        return refusal
+    return None
+
+
+STEM = "codemod_check_{}"
+
+
 def load(tree: Tree, ops: list[str], captured: dict[str, Capture] | None = None) -> tuple[ModuleType, bool]:
     """One extension binding the bypass of every op of OPS; CAPTURED: plans' captures, by op, where there are."""
     captured = captured or {}
     captures = [captured.get(op) or bypassed_or_current(tree, op)[1] for op in ops]
     for capture in captures:  # refuse an unbindable signature before compiling anything
-        for bound in bound_overloads(capture):
-            binding(bound)
-    stem = f"codemod_check_{ops[0]}" if len(ops) == 1 else f"codemod_check_{len(ops)}_ops"
+        refusal = unbindable(capture)
+        if refusal is not None:
+            raise refusal
+    stem = STEM.format(ops[0] if len(ops) == 1 else f"{len(ops)}_ops")
     return extension.load(stem, lambda name: render(captures, name))

@@ -3,50 +3,40 @@
 Cached by the hash of everything the capture reads."""
 from __future__ import annotations
 
-import importlib.util
 import os
 from pathlib import Path
 
 from codemod.apply import journal
 from codemod.capture import capture as capture_step
+from codemod.capture import codegen
 from codemod.capture.capture import Capture
 from codemod.model import native_yaml
+from codemod.model.cache import cache_dir, digest
 from codemod.model.tree import TAGS, TEMPLATES, Tree
 from codemod.plan import yaml_edits as plan_yaml
 from codemod.plan.plan import OpEntries, op_entries
-from codemod.verify.cache import cache_dir, digest
 
 
 def codegen_fingerprint(tree: Tree) -> list[bytes | str]:
     """Everything besides the yaml that decides what torchgen generates, and the code that captures it."""
-    parts: list[bytes | str] = [tree.path(TAGS).read_bytes()]
-    for path in sorted(tree.path(TEMPLATES).rglob("*")):
-        if path.is_file():
-            parts += [path.name, path.read_bytes()]
-    torchgen = tree.root / "torchgen" if tree.has_own_torchgen else None
-    if torchgen is None:
-        spec = importlib.util.find_spec("torchgen")
-        torchgen = Path(spec.origin).parent if spec and spec.origin else None
-    if torchgen is not None:
-        for path in sorted(torchgen.rglob("*.py")):
-            if "packaged" not in path.parts:
-                parts += [str(path.relative_to(torchgen)), path.read_bytes()]
-    for module in (capture_step, native_yaml, plan_yaml):
-        parts.append(Path(module.__file__).read_bytes())
-    return parts
+    code = [Path(module.__file__) for module in (capture_step, codegen, native_yaml, plan_yaml)]
+    return [*codegen.files(tree.path(TAGS), tree.path(TEMPLATES), *code), *codegen.torchgen_code(tree)]
 
 
 def bypassed_or_current(tree: Tree, op: str, guarded: bool = False) -> tuple[OpEntries, Capture]:
     """OP's structured groups and capture, for the plain or GUARDED bypass: from the tree, or, once OP is bypassed
     (its entries are no longer structured), as its journal recorded them, so build and bench measure what was bypassed."""
     recorded = journal.load(tree, op)
-    if recorded is None:
-        entries = op_entries(tree, op, guarded)
-        return entries, capture_for(tree, op, entries)
-    entries = journal.recorded_entries(tree, recorded, guarded)
-    if recorded.capture is not None and (recorded.mode == "guarded") == guarded:
+    entries = current_entries(tree, op, guarded)
+    if recorded is not None and recorded.capture is not None and (recorded.mode == "guarded") == guarded:
         return entries, recorded.capture
-    return entries, capture_for(tree, op, entries)  # the other mode's capture, or a journal older than captures
+    return entries, capture_for(tree, op, entries)  # the tree's, the other mode's, or a journal older than captures
+
+
+def current_entries(tree: Tree, op: str, guarded: bool = False) -> OpEntries:
+    """OP's structured groups, as bypassed_or_current finds them, without capturing."""
+    recorded = journal.load(tree, op)
+    return op_entries(tree, op, guarded) if recorded is None else journal.recorded_entries(tree, recorded, guarded)
 
 
 def capture_for(tree: Tree, op: str, entries: OpEntries) -> Capture:

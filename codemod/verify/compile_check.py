@@ -34,11 +34,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from codemod.capture import codegen, fromtorch
-from codemod.model import exact_text, native_yaml, progress
+from codemod.model import cache, exact_text, native_yaml, progress
 from codemod.model.errors import BadInput, VerificationFailed
 from codemod.model.tree import NATIVE_FUNCTIONS, TEMPLATES, Tree
 from codemod.plan.plan import FileChange
-from codemod.verify import cache, compiler
+from codemod.verify import compiler, pch
 
 SOURCE_SUFFIXES = (".cpp", ".cc", ".cxx")
 JOBS = max(1, min(2, os.cpu_count() or 1))
@@ -67,6 +67,7 @@ class Source:
 class Headers:
     root: Path  # holds ATen/...: the first include directory
     digest: str
+    from_cache: bool = False  # torchgen ran clean on the same inputs before and was not run again
 
 
 @dataclass(frozen=True)
@@ -115,7 +116,7 @@ def sources_of(changes: Iterable[FileChange]) -> tuple[list[Source], list[str]]:
 def regenerate_headers(tree: Tree, scratch: Path) -> Headers:
     """The tree's torchgen on its whole (edited) yaml, headers only, kept in the build cache by content."""
     out = scratch / "ATen"
-    codegen.aten(tree, tree.aten_source_dir, out, "--generate", "headers")
+    from_cache = codegen.aten(tree, tree.aten_source_dir, out, "--generate", "headers")
     digest = hashlib.sha256()
     for path in sorted(p for p in scratch.rglob("*") if p.is_file()):
         digest.update(path.relative_to(scratch).as_posix().encode() + b"\0" + path.read_bytes())
@@ -128,7 +129,7 @@ def regenerate_headers(tree: Tree, scratch: Path) -> Headers:
             staged.rename(kept)
         except OSError:  # another run kept the same headers first
             shutil.rmtree(staged)
-    return Headers(kept, digest.hexdigest())
+    return Headers(kept, digest.hexdigest(), from_cache)
 
 
 def include_dirs(tree: Tree, headers: Headers) -> list[str]:
@@ -222,7 +223,7 @@ def _compile(tree: Tree, headers: Headers, source: Source, scratch: Path) -> _Ou
     copy.parent.mkdir(parents=True, exist_ok=True)
     copy.write_bytes(source.text)
     deps = copy.with_suffix(".d")
-    command = [compiler.CXX, *flags, "-MD", "-MF", str(deps), str(copy)]
+    command = [compiler.CXX, *flags, *pch.for_source(compiler.CXX, copy, flags), "-MD", "-MF", str(deps), str(copy)]
     progress.command(command)
     result = subprocess.run(command, capture_output=True, text=True)
     output = result.stderr.replace(f"{scratch}/", "")  # scratch copies are named as the tree's files

@@ -1,4 +1,10 @@
-"""g++ against the installed, unmodified libtorch: where torch is, the command, and a cached compile."""
+"""g++ against the installed, unmodified libtorch: where torch is, the commands, and a cached compile.
+
+A source is compiled once, into one object, and linked into what it holds: an executable (its `main`) and, when
+it declares one, a Python extension (its PYBIND11_MODULE). The installed torch's headers that every harness and
+extension includes (cpp_ext/libtorch_pch.h) are loaded precompiled, built once per torch version, compiler and
+flags (codemod.verify.pch).
+"""
 from __future__ import annotations
 
 import importlib.metadata
@@ -6,14 +12,20 @@ import importlib.util
 import os
 import shutil
 import subprocess
+import sys
+import sysconfig
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from codemod.model import progress
+from codemod.model.cache import REPO, cached_build, digest, keep_failed
 from codemod.model.errors import BadInput, VerificationFailed
-from codemod.verify.cache import cached_build, digest, keep_failed
+from codemod.verify import pch
 
 CXX = os.environ.get("CXX", "g++")
+LIBTORCH_PCH = REPO / "cpp_ext" / "libtorch_pch.h"
+SOURCE, EXECUTABLE, OBJECT = "harness.cpp", "harness", "harness.o"
 
 
 class CompileFailed(VerificationFailed):
@@ -26,13 +38,14 @@ class CompileFailed(VerificationFailed):
 
 @dataclass(frozen=True)
 class Built:
-    executable: Path
+    executable: Path | None  # None: the source has no `main`
     source: Path
     cached: bool
     seconds: float
     key: str
     cpp_checks: bool = False  # the harness has the C++ checks of a (self, other) op
     timed_call: str = ""  # the representative call `time` and `calls` make, as a human reads it
+    module: Path | None = None  # the Python extension linked from the same object, when the source declares one
 
 
 def torch_dir() -> Path:
@@ -43,40 +56,71 @@ def torch_dir() -> Path:
     return Path(spec.origin).parent
 
 
-def compile_command(source: Path, output: Path) -> list[str]:
+def compile_flags() -> list[str]:
+    """torch.utils.cpp_extension's flags for a CPU extension, plus -O2 and one section per function, so that the
+    executable linked from the same object drops the Python binding it does not call (--gc-sections)."""
     torch = torch_dir()
     return [
-        CXX, "-O2", "-std=c++20", "-fPIC",
+        "-O2", "-std=c++20", "-fPIC", "-ffunction-sections", "-fdata-sections",
         f"-I{torch / 'include'}", f"-I{torch / 'include/torch/csrc/api/include'}",
-        str(source), "-o", str(output),
-        f"-L{torch / 'lib'}", "-ltorch_cpu", "-lc10", f"-Wl,-rpath,{torch / 'lib'}",
+        "-isystem", sysconfig.get_path("include", scheme="posix_prefix"),
     ]
 
 
-def compile_source(source_text: str, name: str = "harness") -> Built:
-    """Compile SOURCE_TEXT into an executable, cached by the hash of source + command + torch version.
+def compile_command(source: Path, output: Path) -> list[str]:
+    return [CXX, *compile_flags(), "-c", str(source), "-o", str(output)]
 
-    Raises VerificationFailed with the compiler's own message on a compile error.
+
+def link_executable(obj: Path, output: Path) -> list[str]:
+    torch_lib = torch_dir() / "lib"
+    return [CXX, str(obj), "-o", str(output), "-Wl,--gc-sections", f"-L{torch_lib}", "-ltorch_cpu", "-lc10", f"-Wl,-rpath,{torch_lib}"]
+
+
+def link_module(obj: Path, output: Path) -> list[str]:
+    """As torch.utils.cpp_extension links a CPU extension (Python loads torch's libraries first)."""
+    return [CXX, "-shared", str(obj), "-o", str(output), f"-L{torch_dir() / 'lib'}", "-lc10", "-ltorch_cpu", "-ltorch", "-ltorch_python"]
+
+
+def compile_source(source_text: str, name: str = "harness", module: str | None = None, executable: bool = True) -> Built:
+    """Compile SOURCE_TEXT once and link it into an executable and, with MODULE (the name its PYBIND11_MODULE
+    declares), into that Python extension; cached by the hash of source + commands + torch and Python versions.
+
+    Raises CompileFailed with the compiler's own message on a compile error.
     """
     started = time.perf_counter()
-    placeholder = Path("SOURCE.cpp"), Path("OUTPUT")
-    command_shape = compile_command(*placeholder)
-    key = digest(source_text, "\0".join(command_shape), importlib.metadata.version("torch"))[:20]
+    placeholder = Path(SOURCE), Path(OBJECT)
+    links = [*([link_executable(*placeholder)] if executable else []), *([link_module(*placeholder)] if module else [])]
+    commands = "\0".join(" ".join(command) for command in [compile_command(*placeholder), *links])
+    key = digest(source_text, commands, importlib.metadata.version("torch"), sys.version)[:20]
+    product = EXECUTABLE if executable else f"{module}.so"
 
     def make(scratch: Path) -> None:
         if shutil.which(CXX) is None:
             raise BadInput(f"{CXX}: compiler not found (set CXX)")
-        tmp_source, tmp_exe = scratch / "harness.cpp", scratch / "harness"
-        tmp_source.write_text(source_text)
-        result = subprocess.run(compile_command(tmp_source, tmp_exe), capture_output=True, text=True)
-        if result.returncode != 0:
-            errors = [line for line in result.stderr.splitlines() if "error" in line]
-            shown = "\n".join((errors or result.stderr.splitlines())[:20])
-            raise CompileFailed(
-                f"compiling the extension failed ({CXX} exit {result.returncode}); source kept at "
-                f"{keep_failed(tmp_source, name)}:\n{shown}",
-                errors,
-            )
+        source, obj = scratch / SOURCE, scratch / OBJECT
+        source.write_text(source_text)
+        _run([CXX, *pch.flags_for(CXX, LIBTORCH_PCH, compile_flags()), *compile_command(source, obj)[1:]], source, name)
+        if executable:
+            _run(link_executable(obj, scratch / EXECUTABLE), source, name)
+        if module:
+            _run(link_module(obj, scratch / f"{module}.so"), source, name)
+        obj.unlink()  # linked into both; not needed again
 
-    out_dir, cached = cached_build(f"{name}-{key}", "harness", make)
-    return Built(out_dir / "harness", out_dir / "harness.cpp", cached, time.perf_counter() - started, key)
+    out_dir, cached = cached_build(f"{name}-{key}", product, make)
+    return Built(
+        out_dir / EXECUTABLE if executable else None, out_dir / SOURCE, cached, time.perf_counter() - started, key,
+        module=out_dir / f"{module}.so" if module else None,
+    )
+
+
+def _run(command: list[str], source: Path, name: str) -> None:
+    progress.command(command)
+    result = subprocess.run(command, capture_output=True, text=True)
+    if result.returncode != 0:
+        errors = [line for line in result.stderr.splitlines() if "error" in line]
+        shown = "\n".join((errors or result.stderr.splitlines())[:20])
+        raise CompileFailed(
+            f"compiling the extension failed ({CXX} exit {result.returncode}); source kept at "
+            f"{keep_failed(source, name)}:\n{shown}",
+            errors,
+        )

@@ -11,10 +11,10 @@ import json
 from dataclasses import dataclass
 
 from codemod.capture.capture import ApiFunction, Capture
+from codemod.model.cache import REPO
 from codemod.model.errors import BadInput
 from codemod.model.native_yaml import OpGroup
 from codemod.plan import cpp as plan_cpp
-from codemod.verify.cache import REPO
 from codemod.verify.signature import VIEW_STORAGE, Parameter, ext_namespace, parameters, plain_type
 
 HARNESS_TEMPLATE = REPO / "cpp_ext" / "harness.cpp.in"

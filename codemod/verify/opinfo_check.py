@@ -26,7 +26,7 @@ from codemod.model import progress
 from codemod.model.errors import VerificationFailed
 from codemod.model.tree import Tree
 from codemod.verify import bypass_ext, samples
-from codemod.verify.captured import bypassed_or_current
+from codemod.verify.captured import current_entries
 from codemod.verify.samples import Call, Group, Overload
 
 
@@ -85,7 +85,7 @@ def check_op(tree: Tree, op: str, captured: Capture | None = None, module: Modul
     """Compile OP's bypass as an extension (unless MODULE binds it already) and check every structured group."""
     if module is None:
         module, _ = bypass_ext.load(tree, [op], {op: captured} if captured else None)
-    groups = [samples.group_of(g) for g in bypassed_or_current(tree, op)[0].groups]
+    groups = [samples.group_of(g) for g in current_entries(tree, op).groups]
     with progress.step(f"check: {op}'s bypass against torch on OpInfo samples, generated calls and edge cases"):
         return check(module, op, groups)
 

@@ -25,11 +25,11 @@ from codemod.apply import journal, scratch
 from codemod.apply.lock import LOCK_FILE
 from codemod.apply.transaction import STATE_DIR
 from codemod.capture import fromtorch
-from codemod.model import progress
+from codemod.model import cache, progress
 from codemod.model.errors import CodemodError, VerificationFailed
 from codemod.model.tree import TEMPLATES, Tree, locate
 from codemod.plan.plan import FileChange, Plan, combined_changes, make_plan
-from codemod.verify import cache, compile_check
+from codemod.verify import compile_check
 from codemod.verify.compile_check import CompileReport, NotCompiled, Source
 
 _NOT_SOURCES = (".git", STATE_DIR, LOCK_FILE, "__pycache__")

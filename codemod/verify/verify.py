@@ -30,7 +30,7 @@ from codemod.model import native_yaml
 from codemod.model.errors import VerificationFailed
 from codemod.model.tree import NATIVE_FUNCTIONS, Tree
 from codemod.plan.plan import Plan, combined_changes
-from codemod.verify import autograd_check, compile_check, overlay_compile
+from codemod.verify import compile_check, overlay_compile
 
 
 @dataclass(frozen=True)
@@ -48,9 +48,11 @@ def verify(tree: Tree, plan: Plan, *more: Plan, compile: bool = True) -> Verific
         with ThreadPoolExecutor(max_workers=1) as pool:
             autograd_run = pool.submit(codegen.autograd, tree, Path(scratch, "autograd"))
             headers = compile_check.regenerate_headers(tree, Path(scratch, "headers"))
-            codegen.aten_on_entries(tree, _entries_in_tree(tree, overloads), aten_out)
-            autograd_run.result()
-        autograd_check.accepted(tree)  # where the next bypass starts
+            entries_from_cache = codegen.aten_on_entries(tree, _entries_in_tree(tree, overloads), aten_out)
+            from_cache = [what for what, cached in (
+                ("torchgen on the whole yaml", headers.from_cache), ("torchgen on the op's entries", entries_from_cache),
+                ("the autograd codegen", autograd_run.result()),
+            ) if cached]
         ops_names = {name.replace(".", "_"): name for name in overloads}
         generated = generated_functions(aten_out / "Functions.h", ops_names)
     if not generated:
@@ -65,6 +67,8 @@ def verify(tree: Tree, plan: Plan, *more: Plan, compile: bool = True) -> Verific
         "autograd codegen ran clean",
         f"torchgen now generates {', '.join('at::' + n for n in renamed)} (the dispatcher entries, renamed)",
     ]
+    if from_cache:
+        codegen_checks.append(f"{', '.join(from_cache)}: ran clean before on the same inputs (build cache), not run again")
     if not compile:
         return Verification(codegen_checks, ["the edited sources: --no-compile"])
     if compile_check.slim_tree(tree) is None:

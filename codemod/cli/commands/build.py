@@ -1,6 +1,7 @@
 """`codemod build OP`: the bypass compiled against the installed libtorch and checked against the dispatcher."""
 from __future__ import annotations
 
+import importlib
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -13,7 +14,7 @@ from codemod.model import progress
 from codemod.model.errors import BadInput, VerificationFailed
 from codemod.model.tree import Tree, locate
 from codemod.verify import build as build_step
-from codemod.verify import bypass_ext, checkout, checks
+from codemod.verify import bypass_ext, checkout, checks, extension
 from codemod.verify.captured import bypassed_or_current
 
 
@@ -46,20 +47,20 @@ def build(op: str, tree_root: Path, no_check: bool, verbose: bool, in_checkout: 
 def build_and_check(
     tree: Tree, op: str, check: bool, verbose: bool, captured: Capture | None = None, guarded: bool = False,
 ) -> None:
-    """Compile the bypass (or the GUARDED one) against the installed libtorch, as a harness and, plain, as a Python
-    extension (both at once); with CHECK, compare it with the dispatcher: C++ checks for a (self, other) op, OpInfo
-    samples for every op of a plain bypass (exit 1 if they disagree). CAPTURED: the plan's capture; without it,
-    the tree's, or once OP is bypassed the one its journal recorded."""
-    what = "guarded bypass against the installed libtorch (harness)" if guarded else "bypass against the installed libtorch (harness and Python extension)"
-    with progress.step(f"build: compile {op}'s {what}"):
-        if guarded:
-            built, module = guarded_ext.build(tree, op, captured or bypassed_or_current(tree, op, guarded=True)[1]), None
-        else:
-            capture = captured or bypassed_or_current(tree, op)[1]
-            with ThreadPoolExecutor(max_workers=2) as pool:  # two compilers, two cores
-                harness = pool.submit(build_step.build, tree, op, captured)
-                extension = pool.submit(bypass_ext.load, tree, [op], {op: capture})
-                built, (module, _) = harness.result(), extension.result()
+    """Compile the bypass (or the GUARDED one) against the installed libtorch, as a harness and, plain, in the same
+    compile, as a Python extension; with CHECK, compare it with the dispatcher: C++ checks for a (self, other) op,
+    OpInfo samples for every op of a plain bypass (exit 1 if they disagree). CAPTURED: the plan's capture; without
+    it, the tree's, or once OP is bypassed the one its journal recorded."""
+    what = "guarded bypass against the installed libtorch (harness)" if guarded else "bypass against the installed libtorch (harness and Python extension, one compile)"
+    capture = captured or bypassed_or_current(tree, op, guarded)[1]
+    refusal = None if guarded else bypass_ext.unbindable(capture)
+    if refusal is not None:  # before compiling anything
+        raise refusal
+    with progress.step(f"build: compile {op}'s {what}"), ThreadPoolExecutor(max_workers=1) as pool:
+        if check and not guarded:  # the OpInfo check's imports (seconds) beside the compiler
+            importing = pool.submit(importlib.import_module, "codemod.verify.opinfo_check")
+            pool.submit(lambda: importing.result().samples.op_db())
+        built = guarded_ext.build(tree, op, capture) if guarded else build_step.build(tree, op, captured)
     how = "cache hit" if built.cached else "compiled"
     say(f"{op}: {how} in {built.seconds:.2f} s: {built.executable}")
     say(f"  source: {built.source}")
@@ -74,13 +75,13 @@ def build_and_check(
                 say(f"  {line}")
         if not checked.ok:
             raise VerificationFailed(f"{op}: the bypass disagrees with the dispatcher ({checked.failed} checks failed)")
-    if module is None:
+    if built.module is None:
         if not built.cpp_checks:
             say(f"  {op}: the guarded bypass compiles; no C++ checks for this signature (its fast path calls libtorch's own at::cpu:: kernel)")
         return
     from codemod.verify import opinfo_check  # imports torch (seconds): only when checking
 
-    report = opinfo_check.check_op(tree, op, capture, module)
+    report = opinfo_check.check_op(tree, op, capture, extension.import_module(built.module))
     say(f"  {report.summary()}")
     for failure in report.failures[:10]:
         say(f"  FAIL {failure}")

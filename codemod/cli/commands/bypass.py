@@ -10,6 +10,7 @@ from pathlib import Path
 import click
 
 from codemod.apply import journal, lock, patch, scratch, targets
+from codemod.capture import codegen
 from codemod.cli import report, review
 from codemod.cli.commands.build import build_and_check
 from codemod.cli.options import JSON_OPTION, TREE_OPTION, complete_ops, run, say, validated_ops
@@ -18,7 +19,7 @@ from codemod.model import op_name, progress
 from codemod.model.errors import BadInput, CodemodError, VerificationFailed
 from codemod.model.tree import Tree, locate
 from codemod.plan.plan import Plan, combined_changes, make_plan
-from codemod.verify import autograd_check, fixed_point
+from codemod.verify import fixed_point
 from codemod.verify.verify import verify
 
 
@@ -134,9 +135,10 @@ def _already_bypassed(tree: Tree, op: str, mode: str, as_json: bool) -> bool:
 
 
 def _plans(tree: Tree, ops: list[str], guarded: bool) -> list[Plan]:
-    """The plans, while the tree's autograd codegen checks the tree as it is (autograd_check)."""
+    """The plans, while the tree's autograd codegen checks the tree as it is (a run kept by its inputs: once per state
+    of the tree)."""
     with ThreadPoolExecutor(max_workers=1) as pool:
-        autograd = pool.submit(autograd_check.check, tree)
+        autograd = pool.submit(codegen.check_autograd, tree)
         try:
             plans = _planned(tree, ops, guarded)
         except BadInput:

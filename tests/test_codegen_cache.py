@@ -1,0 +1,73 @@
+"""The codegen runs of `bypass` are kept in the build cache by their inputs (codemod.capture.codegen): a repeat on
+the same inputs runs no codegen and says so, any changed input runs it again, a failure is never kept. Real
+torchgen and autograd codegen, through the real CLI."""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from codemod.capture import codegen
+from codemod.model.errors import VerificationFailed
+from codemod.model.tree import locate
+from tests.conftest import REPO
+
+FROM_CACHE = "ran clean before on the same inputs (build cache), not run again"
+
+
+def bypass(tree: Path, cache: Path) -> subprocess.CompletedProcess[str]:
+    """`bypass mul` on TREE (a copy of target_tree), its codegen verification but neither compile."""
+    return subprocess.run(
+        [sys.executable, "-m", "codemod", "-v", "bypass", "mul", "--tree", str(tree), "--no-build", "--no-compile"],
+        capture_output=True, text=True, cwd=REPO, env={**os.environ, "CODEMOD_BUILD_CACHE": str(cache)},
+    )
+
+
+def runs(result: subprocess.CompletedProcess[str], module: str) -> int:
+    return sum(line.startswith("$ ") and f" -m {module}" in line for line in result.stderr.splitlines())
+
+
+def loader_runs(result: subprocess.CompletedProcess[str]) -> int:
+    """Runs of torchgen's loader on the whole yaml, the check before planning (a script: its lines follow `$`)."""
+    return result.stderr.count("from torchgen.gen import parse_native_yaml")
+
+
+def test_codegen_runs_once_per_set_of_inputs(target_tree: Path, tmp_path: Path) -> None:
+    cache = tmp_path / "cache"
+    trees = [shutil.copytree(target_tree, tmp_path / name) for name in ("first", "again", "edited")]
+
+    first = bypass(trees[0], cache)
+    assert first.returncode == 0, first.stderr
+    # capture: the entries as they are and as the bypass leaves them; verification: the whole yaml's headers, and
+    # the entries as the tree now holds them, with the edited templates
+    assert runs(first, "torchgen.gen") == 4 and runs(first, "torchgen.packaged.autograd.gen_autograd") == 1
+    assert loader_runs(first) == 1
+    assert FROM_CACHE not in first.stderr
+
+    again = bypass(trees[1], cache)  # a fresh copy of the same tree: the same inputs everywhere
+    assert again.returncode == 0, again.stderr
+    assert runs(again, "torchgen.gen") == 0 and runs(again, "torchgen.packaged.autograd.gen_autograd") == 0
+    assert loader_runs(again) == 0
+    assert f"verified: torchgen on the whole yaml, torchgen on the op's entries, the autograd codegen: {FROM_CACHE}" in again.stderr
+
+    template = trees[2] / "aten/src/ATen/templates/NativeMetaFunctions.h"
+    template.write_text(template.read_text() + "// one more line\n")  # an input of every torchgen run
+    edited = bypass(trees[2], cache)
+    assert edited.returncode == 0, edited.stderr
+    assert runs(edited, "torchgen.gen") == 4 and runs(edited, "torchgen.packaged.autograd.gen_autograd") == 0
+    assert loader_runs(edited) == 0  # the yaml and tags are those it accepted: the template is not its input
+    assert f"verified: the autograd codegen: {FROM_CACHE}" in edited.stderr
+
+
+def test_a_failing_codegen_run_is_not_kept(target_tree: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A run that fails leaves nothing in the cache: the same inputs fail again, with torchgen's own words."""
+    monkeypatch.setenv("CODEMOD_BUILD_CACHE", str(tmp_path / "cache"))
+    tree = locate(shutil.copytree(target_tree, tmp_path / "tree"))
+    for attempt in range(2):
+        with pytest.raises(VerificationFailed, match="Tensr"):
+            codegen.aten_on_yaml(tree, "- func: broken(Tensor self) -> Tensr\n", tmp_path / f"out{attempt}")
+    assert not list((tmp_path / "cache").glob("torchgen-*"))
