@@ -19,6 +19,7 @@ The autograd codegen runs in full: the foreach cascade is a cross-entry effect.
 """
 from __future__ import annotations
 
+import functools
 import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -47,7 +48,7 @@ def verify(tree: Tree, plan: Plan, *more: Plan, compile: bool = True) -> Verific
         aten_out = Path(scratch, "aten")
         with ThreadPoolExecutor(max_workers=1) as pool:
             autograd_run = pool.submit(codegen.autograd, tree, Path(scratch, "autograd"))
-            headers = compile_check.regenerate_headers(tree, Path(scratch, "headers"))
+            headers = compile_check.regenerate_headers(tree)
             codegen.aten_on_entries(tree, _entries_in_tree(tree, overloads), aten_out)
             autograd_run.result()
         ops_names = {name.replace(".", "_"): name for name in overloads}
@@ -60,16 +61,20 @@ def verify(tree: Tree, plan: Plan, *more: Plan, compile: bool = True) -> Verific
     renamed = sorted(f.name for f in generated)
     codegen_checks = [
         "torchgen (ATen codegen) ran clean: it accepts the whole edited native_functions.yaml, generates its "
-        "headers, and every file for the op's entries",
+        "headers, and every file for the op's entries"
+        + (" (the headers: from the same yaml and templates before, recorded in the build cache)" if headers.recorded else ""),
         "autograd codegen ran clean",
         f"torchgen now generates {', '.join('at::' + n for n in renamed)} (the dispatcher entries, renamed)",
     ]
     if not compile:
         return Verification(codegen_checks, ["the edited sources: --no-compile"])
+    plans = (plan, *more)
     if compile_check.slim_tree(tree) is None:
-        compiled = compile_check.check(tree, headers, *compile_check.sources_of(combined_changes((plan, *more))))
+        before = {change.path: change.before for change in combined_changes(plans)}
+        headers_before = functools.partial(compile_check.regenerate_headers, tree, compile_check.CodegenInputs.read(tree.root, before))
+        compiled = compile_check.check(tree, headers, plans, compile_check.Before(before, headers_before))
     else:  # its headers cannot replace the installed torch's
-        compiled = overlay_compile.check(tree, (plan, *more))
+        compiled = overlay_compile.check(tree, plans)
     return Verification(codegen_checks + compiled.verified(), compiled.unchecked())
 
 
