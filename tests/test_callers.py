@@ -140,3 +140,50 @@ def test_unified_diff_is_difflibs_without_autojunk() -> None:
         finally:
             difflib.SequenceMatcher = original
         assert list(patch.unified_diff(old, new, "a", "b", context)) == expected
+
+
+# A caller that names at::cpu:: another way: an alias and a macro from its own header, and a using-declaration.
+SPELLED_HEADER = "torch/csrc/codemod_fixture/cpu_spellings.h"
+SPELLED_HEADER_TEXT = """#pragma once
+#include <ATen/CPUFunctions.h>
+#include <ATen/Functions.h>
+
+namespace fast = at::cpu;
+#define CPU_OP(name) at::cpu::name
+
+inline at::Tensor squared(const at::Tensor& a) {
+  return fast::mul(a, a);
+}
+"""
+SPELLED_CALLER = "torch/csrc/codemod_fixture/cpu_spellings.cpp"
+SPELLED_CALLER_TEXT = """#include <torch/csrc/codemod_fixture/cpu_spellings.h>
+
+using at::cpu::mul;
+
+at::Tensor spelled(const at::Tensor& a, const at::Tensor& b, at::Tensor& out) {
+  at::Tensor member = a.mul(b);  // a method: not a reference
+  fast::mul_out(out, a, b);
+  return CPU_OP(mul)(a, b) + mul(member, b);
+}
+"""
+
+
+def add_spelled_callers(tree: Path) -> None:
+    for rel, text in ((SPELLED_HEADER, SPELLED_HEADER_TEXT), (SPELLED_CALLER, SPELLED_CALLER_TEXT)):
+        (tree / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tree / rel).write_text(text)
+
+
+def test_callers_by_any_spelling_are_rewritten_or_listed_for_the_compile_check(tree: Path) -> None:
+    add_spelled_callers(tree)
+    document, diff = dry_run_json(tree, "mul")
+    assert "-  return fast::mul(a, a);\n+  return at::mul(a, a);" in diff
+    assert "-using at::cpu::mul;\n+using at::mul;" in diff  # the unqualified mul() below now reaches at::mul
+    assert "-  fast::mul_out(out, a, b);\n+  at::mul_out(out, a, b);" in diff
+    macro_line = SPELLED_CALLER_TEXT.splitlines().index("  return CPU_OP(mul)(a, b) + mul(member, b);") + 1
+    listed = [x for x in document["unrewritten"] if x["path"] == SPELLED_CALLER]
+    assert [(x["line"], x["needs_edit"]) for x in listed] == [(macro_line, True)]
+    assert "CPU_OP(...), a macro that names at::cpu::" in listed[0]["why"]
+    human = run_codemod("bypass", "mul", "--tree", str(tree), "--dry-run")
+    assert "every reference to the removed" not in human.stderr
+    assert f"may reach them by a spelling the tool does not rewrite (g++ judges each file after the bypass):\n  {SPELLED_CALLER}:{macro_line}:" in human.stderr

@@ -48,10 +48,61 @@ def full_tree(where: Path, extra_sources: dict[str, str]) -> Path:
     return where / "tree"
 
 
+# A caller newer than the installed torch, as a checkout's own build compiles it: it needs its build directory's
+# generated ATen/Config.h (AT_ONEDNN_ENABLED) and a macro its compile_commands.json entry sets.
+CHECKOUT_CALLER = "torch/csrc/codemod_fixture/onednn_caller.cpp"
+CHECKOUT_CALLER_TEXT = """#include <ATen/Config.h>
+#include <ATen/CPUFunctions.h>
+#include <ATen/Functions.h>
+
+#ifndef CODEMOD_FIXTURE_CHECKOUT_BUILD
+#error compiled without the flags compile_commands.json gives this file
+#endif
+
+#if AT_ONEDNN_ENABLED()
+constexpr bool onednn = true;
+#else
+constexpr bool onednn = false;
+#endif
+
+at::Tensor onednn_product(const at::Tensor& a, const at::Tensor& b) {
+  return onednn ? at::cpu::mul(a, b) : a;
+}
+"""
+# The checkout's generated configuration: the installed one, and the macro a newer release renamed it to.
+CHECKOUT_CONFIG = "build/aten/src/ATen/Config.h"
+CHECKOUT_CONFIG_TEXT = """#pragma once
+#include_next <ATen/Config.h>
+#define AT_ONEDNN_ENABLED() AT_MKLDNN_ENABLED()
+"""
+# A line of the static runtime newer than the installed torch (Tensor::is_onednn came later): it never compiled here.
+STATIC_RUNTIME = "torch/csrc/jit/runtime/static/ops.cpp"
+NEWER_THAN_TORCH = "\nbool codemod_fixture_is_onednn(const at::Tensor& t) {\n  return t.is_onednn();\n}\n"
+
+
+def checkout_build(tree: Path) -> None:
+    """TREE's own build directory: the generated Config.h, and compile_commands.json for CHECKOUT_CALLER."""
+    (tree / CHECKOUT_CONFIG).parent.mkdir(parents=True)
+    (tree / CHECKOUT_CONFIG).write_text(CHECKOUT_CONFIG_TEXT)
+    entry = {
+        "directory": str(tree / "build"),
+        "file": str(tree / CHECKOUT_CALLER),
+        # paths relative to the entry's directory, as CMake may write them; per-operator headers are left off
+        "arguments": ["c++", "-DCODEMOD_FIXTURE_CHECKOUT_BUILD", "-DAT_PER_OPERATOR_HEADERS", "-I", "aten/src", "-c", str(tree / CHECKOUT_CALLER)],
+    }
+    (tree / "build/compile_commands.json").write_text(json.dumps([entry]))
+
+
 @pytest.fixture(scope="module")
 def bypassed(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict, str]:
-    """`codemod bypass mul --json` on a full tree around target_tree/'s sources and the vendor caller: (report, stderr)."""
-    tree = full_tree(tmp_path_factory.mktemp("compile"), {VENDOR_CALLER: VENDOR_CALLER_TEXT})
+    """`codemod bypass mul --json` on a full tree around target_tree/'s sources, the vendor caller, a caller that
+    needs the checkout's build, and a static runtime with a line newer than the installed torch: (report, stderr)."""
+    static_runtime = (TARGET_TREE / STATIC_RUNTIME).read_text() + NEWER_THAN_TORCH
+    tree = full_tree(
+        tmp_path_factory.mktemp("compile"),
+        {VENDOR_CALLER: VENDOR_CALLER_TEXT, CHECKOUT_CALLER: CHECKOUT_CALLER_TEXT, STATIC_RUNTIME: static_runtime},
+    )
+    checkout_build(tree)
     result = run_codemod("bypass", "mul", "--tree", str(tree), "--json")
     assert result.returncode == 0, result.stderr
     report = json.loads(result.stdout)
@@ -67,11 +118,12 @@ def _compile_line(verified: list[str]) -> str:
 
 def test_bypass_compiles_every_edited_source_and_caller_and_names_them(bypassed: tuple[dict, str]) -> None:
     report, stderr = bypassed
+    not_compiled_here = (VENDOR_CALLER, STATIC_RUNTIME)  # by the tests below
     edited_sources = sorted(
         row["path"] for row in report["files"]
-        if row["path"].endswith(".cpp") and not row["path"].startswith(TEMPLATES) and row["path"] != VENDOR_CALLER
+        if row["path"].endswith(".cpp") and not row["path"].startswith(TEMPLATES) and row["path"] not in not_compiled_here
     )
-    assert BINARY_OPS in edited_sources and "torch/csrc/jit/runtime/static/ops.cpp" in edited_sources
+    assert BINARY_OPS in edited_sources and CHECKOUT_CALLER in edited_sources
     compile_line = _compile_line(report["verified"])
     named = compile_line.split(" compiles ", 1)[1].split(" against ", 1)[0].split(", ")
     assert sorted(named) == edited_sources
@@ -80,6 +132,22 @@ def test_bypass_compiles_every_edited_source_and_caller_and_names_them(bypassed:
     assert f"from the edited {TEMPLATES}/Functions.h, {TEMPLATES}/TensorBody.h (" in compile_line
     unbuilt = f"{TEMPLATES}/Functions.cpp, {TEMPLATES}/TensorMethods.cpp: a template of a generated source, which this check does not build"
     assert unbuilt in report["unchecked"]
+
+
+def test_a_checkouts_own_build_is_what_its_sources_compile_against(bypassed: tuple[dict, str]) -> None:
+    """The caller compiles only with its compile_commands.json flags and the build directory's Config.h."""
+    report, _ = bypassed
+    assert CHECKOUT_CALLER in _compile_line(report["verified"])
+    assert not any(CHECKOUT_CALLER in line for line in report["unchecked"])
+
+
+def test_errors_a_file_had_before_the_bypass_are_not_blamed_on_it(bypassed: tuple[dict, str]) -> None:
+    report, stderr = bypassed
+    line = ((TARGET_TREE / STATIC_RUNTIME).read_text() + NEWER_THAN_TORCH).splitlines().index("  return t.is_onednn();") + 1
+    expected = f"{STATIC_RUNTIME}: did not compile before the bypass (first error {STATIC_RUNTIME}:{line}: "
+    assert any(item.startswith(expected) and "is_onednn" in item for item in report["unchecked"]), report["unchecked"]
+    assert f"not compiled: {expected}" in stderr
+    assert STATIC_RUNTIME not in _compile_line(report["verified"])
 
 
 def test_a_source_including_a_header_nobody_has_is_named_and_not_called_verified(bypassed: tuple[dict, str]) -> None:
@@ -109,8 +177,14 @@ def doctored(plan: Plan) -> tuple[Plan, int]:
 def test_a_plan_whose_edit_does_not_compile_fails_at_the_trees_file_and_line(
     tmp_path: Path, bypassed: tuple[dict, str],  # after the CLI run: its compiles are cached
 ) -> None:
-    located = locate(full_tree(tmp_path, {}))
+    static_runtime = (TARGET_TREE / STATIC_RUNTIME).read_text() + NEWER_THAN_TORCH
+    located = locate(full_tree(tmp_path, {STATIC_RUNTIME: static_runtime}))
     plan, line = doctored(make_plan(located, "mul"))
+    broken = next(c for c in plan.changes if c.path == STATIC_RUNTIME)
+    new_error = b"\nint codemod_also_undeclared = codemod_other_undeclared_name;\n"
+    plan = dataclasses.replace(plan, changes=tuple(
+        dataclasses.replace(c, after=c.after + new_error) if c is broken else c for c in plan.changes
+    ))
     journal.apply(located, [plan])
     with pytest.raises(VerificationFailed) as failed:
         verify(located, plan=plan)
@@ -119,9 +193,11 @@ def test_a_plan_whose_edit_does_not_compile_fails_at_the_trees_file_and_line(
     assert f"{BINARY_OPS}:{line}:16: error: " in message and "codemod_undeclared_name" in message
     assert "was not declared in this scope" in message
     assert "codemod-compile-" not in message  # the scratch copy is named as the tree's file
+    # of the file that did not compile before the bypass, only the error the bypass brought
+    assert "codemod_other_undeclared_name" in message and "is_onednn" not in message
 
 
 def test_a_slim_trees_headers_are_not_used_and_the_reason_is_given(tmp_path: Path) -> None:
     slim = compile_check.slim_tree(locate(TARGET_TREE))
-    assert slim is not None and "lacks" in slim and "compiled in a full tree built around them" in slim
+    assert slim is not None and "lacks" in slim and "compiled against a full tree's headers" in slim
     assert compile_check.slim_tree(locate(full_tree(tmp_path, {}))) is None

@@ -1,37 +1,46 @@
-"""A slim tree's bypass is compile-checked in a full tree built from the installed torch around its sources:
-real torchgen plans and regenerates there, real g++ compiles what the bypass wrote in target_tree/.
+"""A slim tree's bypass is compile-checked against the headers of a full tree built from the installed torch with
+the same bypasses: real torchgen regenerates them, real g++ compiles target_tree/'s files as they are on disk.
 
-One copy of target_tree/ is bypassed twice (mul, then div and atan2 in one run), so the second run also
-replays the earlier bypass in the full tree. The doctored plans are planned on target_tree/ itself (nothing
-is written there: the compile check reads the tree and the plan). Compiles are shared through the build
-cache (CODEMOD_BUILD_CACHE).
+One copy of target_tree/ is bypassed twice (mul, then div and atan2 in one run), so the second run also applies
+the earlier bypass to the full tree's inputs. Other copies each carry one repro: a header broken after an earlier
+bypass, a caller that reaches at::cpu:: through a macro, a kernel under `#ifdef`, a caller left out in review.
+Compiles and generated headers are shared through the build cache (CODEMOD_BUILD_CACHE).
 """
 from __future__ import annotations
 
 import importlib.metadata
 import json
+import re
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
+from codemod.apply import journal
 from codemod.model.errors import VerificationFailed
-from codemod.model.tree import TEMPLATES, locate
-from codemod.plan import plan as plan_module
-from codemod.plan.plan import Plan, make_plan
+from codemod.model.tree import NATIVE_FUNCTIONS, TEMPLATES, locate
+from codemod.plan.plan import FileChange, Plan, make_plan
 from codemod.verify import overlay_compile
-from tests.conftest import OUTPUT_SCHEMA, TARGET_TREE, run_codemod, snapshot
+from tests.conftest import OUTPUT_SCHEMA, REPO, TARGET_TREE, run_codemod, snapshot
+from tests.test_callers import SPELLED_CALLER, add_spelled_callers
 from tests.test_compile_check import BINARY_OPS, doctored
 
-FULL_TREE = f"in a full tree built from the installed torch {importlib.metadata.version('torch')} around this tree's sources"
+FULL_TREE = f"against the headers of a full tree built from the installed torch {importlib.metadata.version('torch')} with the same bypasses"
+STATIC_RUNTIME = "torch/csrc/jit/runtime/static/ops.cpp"
 
 
-def _compiled(verified: list[str]) -> list[str]:
-    """The files the one g++ line says it compiled, checked to say where."""
+def compiled_files(verified: list[str]) -> list[str]:
+    """The files the one g++ line says it compiled (a header: with the file that read it), checked to say where."""
     lines = [line for line in verified if line.startswith("g++ -fsyntax-only")]
     assert len(lines) == 1, verified
     assert f" {FULL_TREE} " in lines[0]
     return lines[0].split(" compiles ", 1)[1].split(f" {FULL_TREE}", 1)[0].split(", ")
+
+
+def verified_lines(stderr: str) -> list[str]:
+    return [line.removeprefix("verified: ") for line in stderr.splitlines() if line.startswith("verified: ")]
 
 
 def _edited_sources(before: dict[str, bytes], after: dict[str, bytes]) -> list[str]:
@@ -41,11 +50,15 @@ def _edited_sources(before: dict[str, bytes], after: dict[str, bytes]) -> list[s
     )
 
 
-@pytest.fixture(scope="module")
-def copy(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    tree = tmp_path_factory.mktemp("slim") / "tree"
+def slim_copy(tmp_path_factory: pytest.TempPathFactory, name: str) -> Path:
+    tree = tmp_path_factory.mktemp(name) / "tree"
     shutil.copytree(TARGET_TREE, tree)
     return tree
+
+
+@pytest.fixture(scope="module")
+def copy(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return slim_copy(tmp_path_factory, "slim")
 
 
 @pytest.fixture(scope="module")
@@ -61,9 +74,9 @@ def bypassed_mul(copy: Path) -> tuple[dict, str, dict[str, bytes]]:
 
 def test_the_main_job_on_target_tree_compiles_binaryops_and_the_rewritten_callers(copy: Path, bypassed_mul) -> None:
     report, stderr, before = bypassed_mul
-    compiled = _compiled(report["verified"])
+    compiled = compiled_files(report["verified"])
     assert BINARY_OPS in compiled
-    assert {"torch/csrc/autograd/VariableTypeManual.cpp", "torch/csrc/jit/runtime/static/ops.cpp"} <= set(compiled)
+    assert {"torch/csrc/autograd/VariableTypeManual.cpp", STATIC_RUNTIME} <= set(compiled)
     assert sorted(compiled) == _edited_sources(before, snapshot(copy))
     assert any(line.startswith("verified: g++ -fsyntax-only") and FULL_TREE in line for line in stderr.splitlines())
     # the tree's own templates are not what the full tree generated its headers from
@@ -72,45 +85,148 @@ def test_the_main_job_on_target_tree_compiles_binaryops_and_the_rewritten_caller
 
 
 def test_several_ops_after_an_earlier_bypass_compile_in_one_verification(copy: Path, bypassed_mul) -> None:
-    before = snapshot(copy)  # mul bypassed: the full tree replays it before div and atan2
+    before = snapshot(copy)  # mul bypassed: the full tree's inputs take it before div and atan2
     result = run_codemod("bypass", "div", "atan2", "--tree", str(copy))
     assert result.returncode == 0, result.stderr
-    verified = [line.removeprefix("verified: ") for line in result.stderr.splitlines() if line.startswith("verified: ")]
-    compiled = _compiled(verified)
+    compiled = compiled_files(verified_lines(result.stderr))
     assert BINARY_OPS in compiled
     assert sorted(compiled) == _edited_sources(before, snapshot(copy))
-    assert result.stderr.count("compile check: the same bypass in a full tree") == 1  # one overlay for both ops
+    assert result.stderr.count("compile check: the full tree's codegen inputs") == 1  # one full tree for both ops
+    assert result.stderr.count("capture: torchgen") == 2  # div's and atan2's plans, handed to the full tree: nothing planned again
 
 
-@pytest.fixture(scope="module")
-def doctored_on_target_tree() -> tuple[Plan, int]:
-    return doctored(make_plan(locate(TARGET_TREE), "mul"))
-
-
-def test_a_planner_that_writes_code_that_does_not_compile_fails_at_target_trees_file_and_line(
-    doctored_on_target_tree, monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    plan, line = doctored_on_target_tree
-    # the planner itself doctored: the full tree's plan carries the same line (and its outcome is recorded apart)
-    monkeypatch.setattr(overlay_compile, "make_plan", lambda tree, op, guarded=False: doctored(plan_module.make_plan(tree, op, guarded))[0])
-    key = overlay_compile._key
-    monkeypatch.setattr(overlay_compile, "_key", lambda *inputs: f"doctored-planner-{key(*inputs)}")
+def test_a_bypass_that_writes_code_that_does_not_compile_fails_at_target_trees_file_and_line(tmp_path: Path) -> None:
+    tree = tmp_path / "tree"
+    shutil.copytree(TARGET_TREE, tree)
+    located = locate(tree)
+    plan, line = doctored(make_plan(located, "mul"))
+    journal.apply(located, [plan])
     with pytest.raises(VerificationFailed) as failed:
-        overlay_compile.check(locate(TARGET_TREE), [plan])
+        overlay_compile.check(located, [plan])
     assert failed.value.exit_code == 1
     message = str(failed.value)
     assert f"{BINARY_OPS}:{line}:16: error: " in message and "codemod_undeclared_name" in message
-    assert "codemod-overlay-" not in message and "codemod-compile-" not in message
+    assert "codemod-overlay-" not in message and "codemod-compile-" not in message and str(tree) not in message
 
 
-def test_a_file_the_full_trees_bypass_writes_differently_is_named_never_verified(doctored_on_target_tree) -> None:
-    plan, line = doctored_on_target_tree  # only this plan is doctored: the full tree's bypass writes the file as it should
-    report = overlay_compile.check(locate(TARGET_TREE), [plan])
-    assert BINARY_OPS not in report.compiled
-    assert not any(BINARY_OPS in text for text in report.verified())
-    expected = (
-        f"{BINARY_OPS}: the full tree's bypass writes it differently (after the bypass, "
-        f"line {line}: 'int doctored = codemod_undeclared_name;' here"
+def test_an_op_the_installed_torch_declares_otherwise_is_named_and_nothing_is_called_verified(tmp_path: Path) -> None:
+    tree = tmp_path / "tree"
+    shutil.copytree(TARGET_TREE, tree)
+    yaml = tree / NATIVE_FUNCTIONS
+    text = yaml.read_text()
+    entry = "  structured_delegate: mul.out\n  variants: function, method\n"
+    assert text.count(entry) == 1
+    yaml.write_text(text.replace(entry, entry.replace("variants: function, method", "variants: function")))
+    located = locate(tree)
+    plan = make_plan(located, "mul")
+    journal.apply(located, [plan])
+    report = overlay_compile.check(located, [plan])
+    assert report.compiled == () and report.verified() == []
+    why = (
+        f"the full tree cannot stand for this tree: {NATIVE_FUNCTIONS}: mul.Tensor's variants is 'function' here, "
+        "'function, method' in the installed torch"
     )
-    assert any(text.startswith(expected) for text in report.unchecked()), report.unchecked()
-    assert "torch/csrc/autograd/VariableTypeManual.cpp" in report.compiled
+    assert {n.path for n in report.not_compiled if n.why == why} >= {BINARY_OPS, STATIC_RUNTIME}
+
+
+# Issue 18: what g++ compiled is what is on disk, a rewritten header is compiled, the cache keyed by what g++ read.
+MUL_HELPER = "aten/src/ATen/native/MulHelper.h"
+MUL_HELPER_TEXT = """#pragma once
+// Helpers of BinaryOps.cpp that take the CPU kernel directly.
+#include <ATen/CPUFunctions.h>
+#include <ATen/Functions.h>
+
+namespace at::native {
+inline Tensor mul_twice(const Tensor& a) {
+  return at::cpu::mul(a, at::cpu::mul(a, a));
+}
+} // namespace at::native
+"""
+MUL_ALONE = "aten/src/ATen/native/MulAlone.h"  # included by no file
+MUL_ALONE_TEXT = MUL_HELPER_TEXT.replace("mul_twice", "mul_alone")
+
+
+def test_files_are_compiled_as_they_are_on_disk_headers_included(tmp_path_factory: pytest.TempPathFactory) -> None:
+    tree = slim_copy(tmp_path_factory, "on-disk")
+    (tree / MUL_HELPER).write_text(MUL_HELPER_TEXT)
+    (tree / MUL_ALONE).write_text(MUL_ALONE_TEXT)
+    binary_ops = tree / BINARY_OPS
+    binary_ops.write_text(binary_ops.read_text().replace("\nnamespace at::meta {", '\n#include "MulHelper.h"\n\nnamespace at::meta {', 1))
+
+    mul = run_codemod("bypass", "mul", "--tree", str(tree), "--no-build")
+    assert mul.returncode == 0, mul.stderr
+    compiled = compiled_files(verified_lines(mul.stderr))
+    # every header the bypass rewrote is compiled: through the file that reads it, or alone
+    assert f"{MUL_HELPER} (read by {BINARY_OPS})" in compiled and MUL_ALONE in compiled
+
+    # a recorded compile stands while the tree's headers g++ read keep their bytes
+    located = locate(tree)
+    entry = journal.load(located, "mul")
+    yaml = entry.file(NATIVE_FUNCTIONS)
+    again = Plan("mul", entry.overloads, (FileChange(yaml.path, yaml.before, yaml.after),), (), (), (), entry.capture, reaching=(BINARY_OPS,))
+    assert overlay_compile.check(located, [again]).cached == (BINARY_OPS,)
+    with (tree / MUL_HELPER).open("a") as helper:
+        helper.write("// read by BinaryOps.cpp\n")
+    recompiled = overlay_compile.check(located, [again])
+    assert recompiled.compiled == (BINARY_OPS,) and recompiled.cached == ()
+
+    broken_line = len((tree / MUL_HELPER).read_text().splitlines()) + 1
+    with (tree / MUL_HELPER).open("a") as helper:
+        helper.write("this_is_not_cpp;\n")
+    div = run_codemod("bypass", "div", "--tree", str(tree), "--no-build")
+    assert div.returncode == 0, div.stderr  # the header was broken before the bypass of div: not its error
+    assert not any(BINARY_OPS in line for line in verified_lines(div.stderr))
+    expected = f"not compiled: {BINARY_OPS}: did not compile before the bypass (first error {MUL_HELPER}:{broken_line}: "
+    assert expected in div.stderr, div.stderr
+
+
+def test_a_caller_reaching_a_removed_function_through_a_macro_fails_the_bypass(tmp_path_factory: pytest.TempPathFactory) -> None:
+    tree = slim_copy(tmp_path_factory, "spelled")
+    add_spelled_callers(tree)
+    result = run_codemod("bypass", "mul", "--tree", str(tree), "--no-build")
+    assert result.returncode == 1, result.stderr
+    assert "every reference to the removed" not in result.stderr
+    line = (tree / SPELLED_CALLER).read_text().splitlines().index("  return CPU_OP(mul)(a, b) + mul(member, b);") + 1
+    left = result.stderr.split("callers still reach a function the bypass removed (rewrite each by hand):\n", 1)[1]
+    left = left.split("the edited sources do not compile", 1)[0].splitlines()
+    assert [x.split(" (", 1)[0] for x in left] == [f"  {SPELLED_CALLER}:{line}: return CPU_OP(mul)(a, b) + mul(member, b);"]
+    assert f"{SPELLED_CALLER}:{line}:17: error: " in result.stderr
+
+
+def test_a_kernel_under_ifdef_is_named_as_not_compiled(tmp_path_factory: pytest.TempPathFactory) -> None:
+    tree = slim_copy(tmp_path_factory, "ifdef")
+    binary_ops = tree / BINARY_OPS
+    kernel = "TORCH_IMPL_FUNC(fmax_out) (const Tensor& self, const Tensor& other, const Tensor& result) {\n"
+    text = binary_ops.read_text()
+    start = text.index(kernel)
+    end = text.index("}\n", start) + 2
+    binary_ops.write_text(text[:start] + "#ifdef USE_FOO\n" + text[start:end] + "#endif\n" + text[end:])
+    result = run_codemod("bypass", "fmax", "--tree", str(tree), "--no-build")
+    assert result.returncode == 0, result.stderr
+    assert not any(BINARY_OPS in line for line in verified_lines(result.stderr))
+    after = binary_ops.read_text().splitlines()
+    branch = range(after.index("#ifdef USE_FOO") + 1, after.index("#endif", after.index("#ifdef USE_FOO")) + 1)
+    reason = "written by the bypass, are in a preprocessor branch g++ does not take with these flags (#ifdef USE_FOO); they were not compiled"
+    found = re.search(rf"not compiled: {BINARY_OPS}: lines ([-\d, ]+), {re.escape(reason)}", result.stderr)
+    assert found is not None, result.stderr
+    lines = [int(n) for n in re.findall(r"\d+", found[1])]
+    assert all(n in branch for n in lines) and any("@codemod-bypass fmax" in after[n - 1] for n in branch)
+
+
+def test_a_caller_left_out_in_review_fails_the_bypass_and_status_says_where(tmp_path_factory: pytest.TempPathFactory) -> None:
+    tree = slim_copy(tmp_path_factory, "review")
+    dry = run_codemod("bypass", "mul", "--tree", str(tree), "--dry-run", "--json")
+    assert dry.returncode == 0, dry.stderr
+    answers = [
+        answer for f in json.loads(dry.stdout)["files"] for answer in ["n" if f["path"] == STATIC_RUNTIME else "y"] * f["hunks"]
+    ]
+    run = subprocess.run(
+        [sys.executable, "-m", "codemod", "bypass", "mul", "--tree", str(tree), "--interactive", "--no-build"],
+        input="".join(f"{a}\n" for a in answers), capture_output=True, text=True, cwd=REPO,
+    )
+    assert run.returncode == 1, run.stderr
+    call = "p_node->Output(0) = at::cpu::mul(self, other);"
+    line = (tree / STATIC_RUNTIME).read_text().splitlines().index(f"      {call}") + 1
+    assert f"callers still reach a function the bypass removed (rewrite each by hand):\n  {STATIC_RUNTIME}:{line}: {call}" in run.stderr
+    status = run_codemod("status", "--tree", str(tree))
+    assert f"  the tree no longer compiles there: {STATIC_RUNTIME}:{line}: {call} (at::cpu::mul, which the bypass removed)" in status.stdout

@@ -37,6 +37,7 @@ class Plan:
     capture: Capture
     guarded: bool = False  # the op keeps the dispatcher; the API takes a fast path when safe
     independent_paths: tuple[str, ...] = ()  # files whose hunks the rest does not need (callers)
+    reaching: tuple[str, ...] = ()  # files that reached a removed function before the bypass: compiled after it
 
 
 @dataclass(frozen=True)
@@ -76,24 +77,25 @@ def make_plan(tree: Tree, op: str, guarded: bool = False) -> Plan:
     derivatives = exact_text.read(tree, DERIVATIVES)
     formula_edits, removed = plan_yaml.derivatives_edits(derivatives, overloads)
     foreach_ops, foreach_edits = _foreach_cascade(tree, op, apply_edits(derivatives.encode(), formula_edits).decode())
-    caller_edits, leftovers = plan_callers.caller_edits(tree, captured)
+    callers = plan_callers.caller_edits(tree, captured)
     edits = [
         *yaml_edits,
         *formula_edits,
         *foreach_edits,
         *plan_cpp.template_edits(tree, captured),
         *plan_cpp.native_source_edits(tree, captured),
-        *caller_edits,
+        *callers.edits,
     ]
     return Plan(
         op=op,
         overloads=overloads,
         changes=_changes(tree, edits),
         foreach_ops=tuple(foreach_ops),
-        leftovers=tuple(leftovers),
+        leftovers=tuple(callers.leftovers),
         losses=_losses(groups, removed, foreach_ops, captured.other_native_structs),
         capture=captured,
-        independent_paths=tuple(sorted({edit.path for edit in caller_edits})),
+        independent_paths=tuple(sorted({edit.path for edit in callers.edits})),
+        reaching=tuple(callers.reaching),
     )
 
 

@@ -1,46 +1,54 @@
-"""Compile what the bypass wrote: every edited native source and rewritten caller, with g++ -fsyntax-only.
+"""Compile what the bypass wrote, and every file that reached a removed function, with g++ -fsyntax-only.
 
-The headers those files include are what the tree's torchgen generates from the edited yaml and
-templates (`--generate headers`, no per-operator headers: the lab's build), so a dropped meta
-struct or a misspelt `at::native::` call fails here, as it would in the tree's own build.
-Include order: the regenerated headers, the tree's `aten/src` and root (its own headers,
-`torch/csrc/...`), then the installed torch's include paths for what the tree lacks.
+What g++ reads is what is on disk: each file is compiled in place. The headers it includes are, in order:
+what the tree's torchgen generates from the edited yaml and templates (`--generate headers`, no per-operator
+headers: the lab's build), the tree's own (`aten/src`, the root), a checkout's own build (the flags
+`compile_commands.json` gives the file, else the build directory's generated `ATen/Config.h`...), and last the
+installed torch's, for what the tree has nothing of.
 
-Files are compiled as scratch copies (so the check does not depend on what the tree holds) and
-g++'s messages name the tree's paths. A file that includes a header neither the tree nor the
-installed torch has cannot be checked: it is reported by name, never counted as compiled. So is an
-edited template unless a compiled file included the header generated from it. A slim tree (a subset
-of the yaml), whose regenerated headers cannot replace the installed torch's, is compiled in a full
-tree built around it (overlay_compile.py).
-Results are cached by the content hash of the file, the headers, the flags, the compiler and
-torch version, and of each tree header the file included; two files compile at a time.
+A file that does not compile is compiled again as it was before the bypass (the files the bypass wrote as they
+were, the headers regenerated from the yaml and templates as they were): errors it had already are not the
+bypass's, and the file is named as not compiled, "did not compile before the bypass"; only new errors fail the
+check, and one at a function the bypass removed is named as a caller left behind. An edited header counts as
+compiled when a compiled file read it, else it is compiled alone. Lines the bypass wrote inside a preprocessor
+branch g++ did not take are named, never counted as compiled; so is an edited template unless a compiled file
+included the header generated from it. A slim tree (a subset of the yaml), whose regenerated headers cannot
+replace the installed torch's, takes its headers from a full tree's codegen (overlay_compile.py).
+
+Every outcome is cached by the file's path and bytes, the headers' digest, the flags, the compiler and the torch
+version, and holds only while every tree header g++ read (its -MD list) has the bytes it had. Generated headers
+are cached by their inputs. Two files compile at a time.
 """
 from __future__ import annotations
 
+import difflib
 import functools
 import hashlib
 import importlib.metadata
 import json
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import tempfile
 import threading
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from codemod.capture import codegen, fromtorch
-from codemod.model import cache, exact_text, native_yaml, progress
+from codemod.model import cache, cpp_syntax, exact_text, native_yaml, progress
 from codemod.model.errors import BadInput, VerificationFailed
-from codemod.model.tree import NATIVE_FUNCTIONS, TEMPLATES, Tree
-from codemod.plan.plan import FileChange
+from codemod.model.tree import NATIVE_FUNCTIONS, TAGS, TEMPLATES, Tree
+from codemod.plan.plan import Plan, combined_changes
 from codemod.verify import compiler, pch
 
 SOURCE_SUFFIXES = (".cpp", ".cc", ".cxx")
+HEADER_SUFFIXES = (".h", ".hpp", ".hh")
+CUDA_SUFFIXES = (".cu", ".cuh")
 JOBS = max(1, min(2, os.cpu_count() or 1))
 # What PyTorch compiles libtorch_cpu's sources with: C++20 (the installed headers need it), the
 # library's own export macro; AT_PER_OPERATOR_HEADERS stays undefined, so files include the
@@ -52,22 +60,76 @@ FLAGS = ("-fsyntax-only", *LANGUAGE_FLAGS, "-w", "-fdiagnostics-color=never")
 KERNEL_DIR = "aten/src/ATen/native/cpu/"
 KERNEL_FLAGS = ("-DCPU_CAPABILITY=DEFAULT", "-DCPU_CAPABILITY_DEFAULT")
 SHOWN_ERROR_LINES = 25
+# Of a checkout's compile_commands.json: what says where headers are and which macros are set. Per-operator
+# headers stay off: the regenerated headers are the monolithic ones.
+_KEPT_FLAGS = ("-I", "-isystem", "-iquote", "-idirafter", "-D", "-U", "-include")
+_PATH_FLAGS = ("-I", "-isystem", "-iquote", "-idirafter", "-include")
+_DROPPED_MACROS = ("AT_PER_OPERATOR_HEADERS",)
+_COMPILE_COMMANDS = ("build/compile_commands.json", "compile_commands.json")
 
 _MISSING_HEADER = re.compile(r"^(?P<where>[^:\n]+):(?P<line>\d+):\d+: fatal error: (?P<header>[^:\n]+): No such file or directory$", re.M)
-
-
-@dataclass(frozen=True)
-class Source:
-    path: str  # relative to the tree
-    text: bytes  # what to compile
-    before: bytes | None = None  # the file before the bypass: its includes are the tree's, not ours
+_DIAGNOSTIC = re.compile(r"^(?P<file>[^\s:][^:]*):(?P<line>\d+):(?:(?P<column>\d+):)? (?P<kind>fatal error|error|warning|note): (?P<message>.*)$")
+_CONTEXT = re.compile(r"^(?:In file included from |\s+from |[^\s:][^:]*: (?:In |At global scope|At namespace scope))")
+_NOT_DECLARED = re.compile(r"[‘'](?P<name>\w+)[’'] (?:is not a member of [‘'](?P<scope>[\w:]+)[’']|has not been declared in [‘'](?P<in>[\w:]+)[’']|was not declared in this scope)")
+_LINE_MARKER = re.compile(r'^# (?P<line>\d+) "(?P<file>(?:\\.|[^"\\])*)"')
+_CONDITIONALS = ("preproc_if", "preproc_ifdef", "preproc_elif", "preproc_elifdef", "preproc_else")
 
 
 @dataclass(frozen=True)
 class Headers:
     root: Path  # holds ATen/...: the first include directory
     digest: str
-    from_cache: bool = False  # torchgen ran clean on the same inputs before and was not run again
+    from_cache: bool = False  # generated from the same inputs before: torchgen did not run again
+
+
+@dataclass(frozen=True)
+class CodegenInputs:
+    """What `torchgen.gen --generate headers` reads: the yaml, the tags, the templates."""
+
+    native_functions: bytes
+    tags: bytes
+    templates: tuple[tuple[str, bytes], ...]  # (path under the templates directory, bytes), sorted
+
+    @classmethod
+    def read(cls, root: Path, instead: Mapping[str, bytes | None] = {}) -> CodegenInputs:
+        """The inputs under ROOT, with INSTEAD's bytes for the paths it has (tree-relative)."""
+
+        def read(relative: str) -> bytes:
+            given = instead.get(relative)
+            return given if given is not None else (root / relative).read_bytes()
+
+        templates = root / TEMPLATES
+        names = sorted(p.relative_to(templates).as_posix() for p in templates.rglob("*") if p.is_file())
+        return cls(read(NATIVE_FUNCTIONS), read(TAGS), tuple((name, read(f"{TEMPLATES}/{name}")) for name in names))
+
+    def write(self, source_dir: Path) -> None:
+        """As `torchgen.gen -s SOURCE_DIR` reads them."""
+        (source_dir / "native").mkdir(parents=True)
+        (source_dir / "native" / "native_functions.yaml").write_bytes(self.native_functions)
+        (source_dir / "native" / "tags.yaml").write_bytes(self.tags)
+        for name, text in self.templates:
+            (source_dir / "templates" / name).parent.mkdir(parents=True, exist_ok=True)
+            (source_dir / "templates" / name).write_bytes(text)
+
+    def digest(self) -> str:
+        return cache.digest(self.native_functions, self.tags, *(part for name, text in self.templates for part in (name, text)))
+
+
+@dataclass(frozen=True)
+class Target:
+    """A file to compile after the bypass."""
+
+    path: str  # relative to the tree
+    before: bytes | None  # the file before the bypass; None: the bypass created it
+    edited: bool = True  # the bypass wrote it; else it reached a removed function and is compiled to see it still compiles
+
+
+@dataclass(frozen=True)
+class Before:
+    """The tree as it was before the bypass, for the files that do not compile after it."""
+
+    files: Mapping[str, bytes | None]  # every file the bypass wrote, as it was (None: it did not exist)
+    headers: Callable[[], Headers]  # regenerated from the yaml and templates as they were, when first needed
 
 
 @dataclass(frozen=True)
@@ -84,14 +146,17 @@ class CompileReport:
     not_compiled: tuple[NotCompiled, ...]
     seconds: float
     against: str = "against the headers the tree's torchgen regenerated"  # where, and against what, they compiled
+    through: tuple[tuple[str, str], ...] = ()  # of compiled: headers, and the compiled file that read them
 
     def verified(self) -> list[str]:
         if not self.compiled:
             return []
         cached = f"; {len(self.cached)} of them compiled clean before from the same inputs, not recompiled" if self.cached else ""
         through = f", including the headers generated from the edited {', '.join(self.templates_compiled)}" if self.templates_compiled else ""
+        included_by = dict(self.through)
+        named = [f"{path} (read by {included_by[path]})" if path in included_by else path for path in self.compiled]
         return [
-            f"g++ -fsyntax-only ({' '.join(LANGUAGE_FLAGS)}) compiles {', '.join(self.compiled)} {self.against}"
+            f"g++ -fsyntax-only ({' '.join(LANGUAGE_FLAGS)}) compiles {', '.join(named)} {self.against}"
             f"{through} ({len(self.compiled)} files, {self.seconds:.1f} s{cached})"
         ]
 
@@ -102,39 +167,59 @@ class CompileReport:
         return [f"{', '.join(paths)}: {why}" for why, paths in by_reason.items()]
 
 
-def sources_of(changes: Iterable[FileChange]) -> tuple[list[Source], list[str]]:
-    """The plan's C++ sources to compile, and its edited templates (compiled only through what they generate)."""
-    sources, templates = [], []
-    for change in changes:
+def targets_of(plans: Sequence[Plan]) -> tuple[list[Target], list[str]]:
+    """The C++ files to compile (those PLANS write, then those that reached a function they remove), and the
+    edited templates (compiled only through what they generate)."""
+    targets, templates = [], []
+    for change in combined_changes(plans):
         if change.path.startswith(TEMPLATES + "/"):
             templates.append(change.path)
-        elif change.path.endswith(SOURCE_SUFFIXES):
-            sources.append(Source(change.path, change.after, change.before))
-    return sources, templates
+        elif change.path.endswith((*SOURCE_SUFFIXES, *HEADER_SUFFIXES, *CUDA_SUFFIXES)):
+            targets.append(Target(change.path, change.before))
+    edited = {target.path for target in targets}
+    reaching = dict.fromkeys(path for plan in plans for path in plan.reaching if path not in edited)
+    return targets + [Target(path, None, edited=False) for path in reaching], templates
 
 
-def regenerate_headers(tree: Tree, scratch: Path) -> Headers:
-    """The tree's torchgen on its whole (edited) yaml, headers only, kept in the build cache by content."""
-    out = scratch / "ATen"
-    from_cache = codegen.aten(tree, tree.aten_source_dir, out, "--generate", "headers")
-    digest = hashlib.sha256()
-    for path in sorted(p for p in scratch.rglob("*") if p.is_file()):
-        digest.update(path.relative_to(scratch).as_posix().encode() + b"\0" + path.read_bytes())
-    kept = cache.cache_dir() / f"headers-{digest.hexdigest()[:20]}"
-    if not kept.is_dir():  # published by one rename, as cache.cached_build does
-        kept.parent.mkdir(parents=True, exist_ok=True)
-        staged = Path(tempfile.mkdtemp(prefix=f"{kept.name}-", dir=kept.parent))
-        shutil.copytree(scratch, staged, dirs_exist_ok=True)
-        try:
-            staged.rename(kept)
-        except OSError:  # another run kept the same headers first
-            shutil.rmtree(staged)
-    return Headers(kept, digest.hexdigest(), from_cache)
+def removed_by(plans: Sequence[Plan]) -> frozenset[str]:
+    """The names of the at::cpu:: and at::redispatch:: functions PLANS remove (a guarded bypass removes none)."""
+    return frozenset(name for p in plans if not p.guarded for name in (*p.capture.cpu_functions, *p.capture.redispatch_functions))
 
 
-def include_dirs(tree: Tree, headers: Headers) -> list[str]:
-    dirs = [headers.root, tree.path("aten/src"), tree.root, *_installed_include_dirs()]
-    return [f"-I{d}" for d in dirs]
+def regenerate_headers(tree: Tree, inputs: CodegenInputs | None = None) -> Headers:
+    """The tree's torchgen on INPUTS (the tree's own yaml, tags and templates by default), headers only: kept in
+    the build cache by content, and found there by the inputs, so the same inputs never run torchgen twice."""
+    inputs = inputs or CodegenInputs.read(tree.root)
+    by_inputs = cache.cache_dir() / "headers-by-input" / cache.digest(inputs.digest(), _torchgen_identity(tree))[:24]
+    if by_inputs.is_file():
+        kept = cache.cache_dir() / by_inputs.read_text()
+        if kept.is_dir():
+            return Headers(kept, kept.name.removeprefix("headers-"), from_cache=True)
+    with tempfile.TemporaryDirectory(prefix="codemod-headers-") as scratch:
+        source, out = Path(scratch, "source"), Path(scratch, "out")
+        inputs.write(source)
+        from_cache = codegen.aten(tree, source, out / "ATen", "--generate", "headers")
+        digest = hashlib.sha256()
+        for path in sorted(p for p in out.rglob("*") if p.is_file()):
+            digest.update(path.relative_to(out).as_posix().encode() + b"\0" + path.read_bytes())
+        kept = cache.cache_dir() / f"headers-{digest.hexdigest()[:20]}"
+        if not kept.is_dir():  # published by one rename, as cache.cached_build does
+            kept.parent.mkdir(parents=True, exist_ok=True)
+            staged = Path(tempfile.mkdtemp(prefix=f"{kept.name}-", dir=kept.parent))
+            shutil.copytree(out, staged, dirs_exist_ok=True)
+            try:
+                staged.rename(kept)
+            except OSError:  # another run kept the same headers first
+                shutil.rmtree(staged)
+    _publish(by_inputs, kept.name)
+    return Headers(kept, digest.hexdigest()[:20], from_cache)
+
+
+@functools.lru_cache(maxsize=8)
+def _torchgen_identity(tree: Tree) -> str:
+    """The torchgen that generates the headers: the tree's own (its code), else the installed one."""
+    package = tree.path("torchgen") if tree.has_own_torchgen else fromtorch.installed_torchgen()
+    return cache.digest(*(part for p in sorted(package.rglob("*.py")) for part in (p.relative_to(package).as_posix(), p.read_bytes())))
 
 
 def slim_tree(tree: Tree) -> str | None:
@@ -153,7 +238,7 @@ def slim_tree(tree: Tree) -> str | None:
     return (
         f"the tree's native_functions.yaml lacks {len(missing)} of the installed torch's {len(installed)} operators "
         f"({', '.join(sorted(missing)[:3])}, ...), which the installed headers use, so its regenerated headers cannot "
-        f"replace theirs (a slim tree: its edited sources are compiled in a full tree built around them)"
+        f"replace theirs (a slim tree: its edited sources are compiled against a full tree's headers)"
     )
 
 
@@ -170,30 +255,44 @@ def result_key(*inputs: bytes | str) -> str:
 
 
 def check(
-    tree: Tree, headers: Headers, sources: list[Source], templates: Sequence[str] = (), against: str = CompileReport.against,
+    tree: Tree, headers: Headers, plans: Sequence[Plan], before: Before | None = None, against: str = CompileReport.against,
 ) -> CompileReport:
-    """Compile SOURCES; raise VerificationFailed with every error at the tree's file:line. TEMPLATES (edited)
-    count as compiled when a compiled file included a header of their name that the tree's torchgen generated.
-    AGAINST says where they compiled, for the verified line."""
+    """Compile what PLANS wrote and what reached a function they remove, as it is on disk; raise VerificationFailed
+    with every error the bypass brought, at the tree's file:line (one at a removed function names a caller left
+    behind). BEFORE: the tree before the bypass, to tell those errors from the ones a file had already. Edited
+    templates count as compiled when a compiled file included a header of their name that the tree's torchgen
+    generated. AGAINST says where they compiled, for the verified line."""
     started = time.monotonic()
-    with tempfile.TemporaryDirectory(prefix="codemod-compile-") as scratch:
-        with ThreadPoolExecutor(max_workers=JOBS) as pool:
-            outcomes = list(pool.map(lambda source: _compile(tree, headers, source, Path(scratch)), sources))
-    failures = [o.errors for o in outcomes if o.errors]
+    targets, templates = targets_of(plans)
+    run = _Run(tree, headers, before, removed_by(plans))
+    sources = [t for t in targets if t.path.endswith(SOURCE_SUFFIXES)]
+    header_targets = [t for t in targets if t.path.endswith(HEADER_SUFFIXES)]
+    with ThreadPoolExecutor(max_workers=JOBS) as pool:
+        outcomes = list(pool.map(run.target, sources))
+        read_by = {name: o.target.path for o in outcomes if o.compiled for name in o.tree_headers}
+        alone = [t for t in header_targets if t.path not in read_by]
+        outcomes += [run.through(t, read_by[t.path]) for t in header_targets if t.path in read_by]
+        outcomes += list(pool.map(run.target, alone))
+    failures = [o for o in outcomes if o.errors]
     if failures:
-        raise VerificationFailed("the edited sources do not compile (g++ -fsyntax-only):\n" + "\n".join(failures))
-    generated_read = {Path(name).name for o in outcomes for name in o.generated_read}
+        raise VerificationFailed(_failure_message(failures))
+    generated_read = {Path(name).name for o in outcomes if o.compiled for name in o.generated_read}
     templates_compiled = [t for t in templates if Path(t).name in generated_read]
-    not_compiled = [o.missing for o in outcomes if o.missing is not None] + [
-        NotCompiled(t, template_not_compiled(t)) for t in templates if t not in templates_compiled
+    order = {t.path: i for i, t in enumerate(targets)}
+    compiled = sorted((o for o in outcomes if o.compiled), key=lambda o: order[o.target.path])
+    not_compiled = [
+        *(NotCompiled(t.path, "a CUDA source, which g++ does not compile") for t in targets if t.path.endswith(CUDA_SUFFIXES)),
+        *(o.missing for o in outcomes if o.missing is not None),
+        *(NotCompiled(t, template_not_compiled(t)) for t in templates if t not in templates_compiled),
     ]
     return CompileReport(
-        compiled=tuple(o.source.path for o in outcomes if o.missing is None),
-        cached=tuple(o.source.path for o in outcomes if o.cached),
+        compiled=tuple(o.target.path for o in compiled),
+        cached=tuple(o.target.path for o in compiled if o.cached),
         templates_compiled=tuple(templates_compiled),
         not_compiled=tuple(not_compiled),
         seconds=time.monotonic() - started,
         against=against,
+        through=tuple((o.target.path, o.read_by) for o in compiled if o.read_by),
     )
 
 
@@ -205,67 +304,296 @@ def template_not_compiled(template: str) -> str:
 
 @dataclass(frozen=True)
 class _Outcome:
-    source: Source
+    target: Target
     cached: bool = False
-    errors: str = ""
+    errors: str = ""  # the bypass's errors, as g++ wrote them
+    leftovers: tuple[str, ...] = ()  # of those, the callers left behind (file:line: ...)
     missing: NotCompiled | None = None
     generated_read: tuple[str, ...] = ()  # regenerated headers it included, relative to their root
+    tree_headers: tuple[str, ...] = ()  # the tree's headers it read
+    read_by: str = ""  # a header: the compiled file that read it
+
+    @property
+    def compiled(self) -> bool:
+        return not self.errors and self.missing is None
 
 
-def _compile(tree: Tree, headers: Headers, source: Source, scratch: Path) -> _Outcome:
-    kernel_flags = KERNEL_FLAGS if source.path.startswith(KERNEL_DIR) else ()
-    flags = [*FLAGS, *kernel_flags, f"-iquote{tree.path(source.path).parent}", *include_dirs(tree, headers)]
-    record = cache.cache_dir() / "syntax" / f"{result_key(source.path, source.text, headers.digest)}.json"
-    clean = _clean_record(record, tree)
-    if clean is not None:
-        return _Outcome(source, cached=True, generated_read=tuple(clean["generated_headers"]))
-    copy = scratch / source.path
-    copy.parent.mkdir(parents=True, exist_ok=True)
-    copy.write_bytes(source.text)
-    deps = copy.with_suffix(".d")
-    command = [compiler.CXX, *flags, *pch.for_source(compiler.CXX, copy, flags), "-MD", "-MF", str(deps), str(copy)]
-    progress.command(command)
-    result = subprocess.run(command, capture_output=True, text=True)
-    output = result.stderr.replace(f"{scratch}/", "")  # scratch copies are named as the tree's files
-    if result.returncode == 0:
-        read = _dependencies(tree, headers, deps)
-        _record_clean(record, read)
-        return _Outcome(source, generated_read=tuple(read["generated_headers"]))
-    missing = _missing_header(source, output)
-    if missing is not None:
-        return _Outcome(source, missing=missing)
-    errors = [line for line in output.splitlines() if line.strip()]
-    return _Outcome(source, errors=f"{source.path}:\n" + "\n".join(f"  {line}" for line in errors[:SHOWN_ERROR_LINES]))
+@dataclass(frozen=True)
+class _Compiled:
+    """One g++ run (or its record): what it said and what it read."""
+
+    output: str  # g++'s messages, paths relative to the tree; "" for a clean compile
+    dependencies: dict
+    cached: bool
+
+    @property
+    def clean(self) -> bool:
+        return not self.output
 
 
-def _missing_header(source: Source, output: str) -> NotCompiled | None:
-    """A header nobody has, included by the tree's own code (an include the bypass added is its error)."""
-    found = _MISSING_HEADER.search(output)
-    if found is None:
-        return None
-    header, where = found["header"], found["where"]
-    added_by_bypass = where == source.path and header.encode() not in (source.before or b"")
-    if added_by_bypass:
-        return None
-    why = f"includes <{header}> ({where}:{found['line']}), which neither the tree nor the installed torch has"
-    return NotCompiled(source.path, why)
+@dataclass
+class _Run:
+    tree: Tree
+    headers: Headers
+    before: Before | None
+    removed: frozenset[str]
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+    _before_headers: list[Headers] = field(default_factory=list)
+
+    def target(self, target: Target) -> _Outcome:
+        """Compile TARGET as its own translation unit; on errors, tell the bypass's from those it had."""
+        if not self.tree.path(target.path).is_file():
+            return _Outcome(target, missing=NotCompiled(target.path, "not on disk after the bypass"))
+        with tempfile.TemporaryDirectory(prefix="codemod-compile-") as scratch:
+            after = _View(self.tree, self.headers, {}, Path(scratch) / "after")
+            compiled = after.compile(target.path)
+            if not compiled.clean:
+                return self._failed(target, after, compiled, Path(scratch))
+            deps = compiled.dependencies
+            skipped = self._not_taken(target, after, target.path)
+        if skipped is not None:
+            return _Outcome(target, missing=skipped)
+        return _Outcome(target, compiled.cached, generated_read=tuple(deps["generated_headers"]), tree_headers=tuple(deps["tree_headers"]))
+
+    def through(self, target: Target, source: str) -> _Outcome:
+        """A header a compiled source read: compiled as part of it."""
+        with tempfile.TemporaryDirectory(prefix="codemod-compile-") as scratch:
+            skipped = self._not_taken(target, _View(self.tree, self.headers, {}, Path(scratch)), source)
+        if skipped is not None:
+            return _Outcome(target, missing=skipped)
+        return _Outcome(target, read_by=source)
+
+    def _failed(self, target: Target, after: _View, compiled: _Compiled, scratch: Path) -> _Outcome:
+        missing = _missing_header(target, compiled.output)
+        if missing is not None:
+            return _Outcome(target, missing=missing)
+        errors = _errors(compiled.output, after)
+        earlier: list[_Error] | None = None
+        note = ""
+        if self.before is not None and (target.before is not None or not target.edited):
+            try:
+                view = _View(self.tree, self._headers_before(), self.before.files, scratch / "before")
+                earlier = _errors(view.compile(target.path).output, view)
+            except VerificationFailed as error:  # the tree as it was cannot be compiled: every error counts
+                note = f"\n  (the file as it was before the bypass could not be compiled: {str(error).splitlines()[0]})"
+        new = [e for e in errors if earlier is None or not any(e.same_as(old, after, view) for old in earlier)]
+        if not new:
+            return _Outcome(target, missing=NotCompiled(target.path, f"did not compile before the bypass (first error {errors[0]})"))
+        leftovers = tuple(f"{e.file}:{e.line}: {e.text(after).strip()} ({e.message})" for e in new if e.at_removed(self.removed))
+        lines = [line for e in new for line in e.lines]
+        shown = "\n".join(f"  {line}" for line in lines[:SHOWN_ERROR_LINES])
+        return _Outcome(target, errors=f"{target.path}:\n{shown}{note}", leftovers=leftovers)
+
+    def _headers_before(self) -> Headers:
+        with self._lock:
+            if not self._before_headers:
+                self._before_headers.append(self.before.headers())
+            return self._before_headers[0]
+
+    def _not_taken(self, target: Target, view: _View, unit: str) -> NotCompiled | None:
+        """Lines the bypass wrote in TARGET inside a preprocessor branch that compiling UNIT did not take."""
+        if not target.edited:
+            return None  # the bypass wrote nothing in it
+        after = self.tree.path(target.path).read_bytes()
+        conditional = _conditional_lines(after, _written_lines(target.before or b"", after))
+        if not conditional:
+            return None
+        live = view.live_lines(unit, target.path)
+        skipped = sorted(line for line in conditional if line not in live)
+        if not skipped:
+            return None
+        directive = conditional[skipped[0]]
+        return NotCompiled(
+            target.path,
+            f"lines {_ranges(skipped)}, written by the bypass, are in a preprocessor branch g++ does not take with these flags "
+            f"({directive}); they were not compiled",
+        )
 
 
-def _dependencies(tree: Tree, headers: Headers, deps_file: Path) -> dict:
-    """What a compile read (g++ -MD) besides the compiled file: the regenerated headers by name, the tree's
-    headers by content hash, and the installed torch's by path (a tree header of that path would shadow it)."""
-    text = deps_file.read_text().replace("\\\n", " ")
-    paths = [Path(name) for name in text.split(":", 1)[1].split()[1:]]
-    generated, tree_headers, installed = [], {}, []
-    for path in paths:
-        if path.is_relative_to(headers.root):
-            generated.append(path.relative_to(headers.root).as_posix())
-        elif path.is_relative_to(tree.root):
-            tree_headers[tree.rel(path)] = hashlib.sha256(path.read_bytes()).hexdigest()
-        else:
-            # the deepest include directory holding it: the name it was included by
-            installed += [path.relative_to(d).as_posix() for d in reversed(_installed_include_dirs()) if path.is_relative_to(d)][:1]
-    return {"generated_headers": generated, "tree_headers": tree_headers, "installed_headers": installed}
+@dataclass
+class _View:
+    """The tree as g++ sees it: on disk, or with INSTEAD's bytes for some files (as they were before the bypass),
+    laid out under SCRATCH in front of the tree."""
+
+    tree: Tree
+    headers: Headers
+    instead: Mapping[str, bytes | None]
+    scratch: Path
+
+    def read(self, relative: str) -> bytes | None:
+        if relative in self.instead:
+            return self.instead[relative]
+        path = self.tree.path(relative)
+        return path.read_bytes() if path.is_file() else None
+
+    def compile(self, relative: str) -> _Compiled:
+        main = self._main(relative)
+        flags = [flag.replace(str(self.tree.root), "<tree>") for flag in _checkout_flags(self.tree, relative)]  # copies share results
+        record = cache.cache_dir() / "syntax" / f"{result_key(relative, main.read_bytes(), self.headers.digest, *flags)}.json"
+        recorded = self._recorded(record)
+        if recorded is not None:
+            return _Compiled(recorded["output"], recorded, cached=True)
+        self.scratch.mkdir(parents=True, exist_ok=True)
+        deps = self.scratch / "deps.d"
+        command = compile_command(self.tree, self.headers, relative, main, self._front())
+        command[-1:-1] = [*pch.for_source(compiler.CXX, main, command[1:-1]), "-MD", "-MF", str(deps)]
+        progress.command(command)
+        result = subprocess.run(command, capture_output=True, text=True)
+        output = self._relative(result.stderr) if result.returncode != 0 else ""
+        dependencies = {**self._dependencies(deps), "output": output}
+        if "fatal error" not in output:  # a missing header is not in the -MD list: its record could not tell it appeared
+            _publish(record, json.dumps(dependencies))
+        return _Compiled(output, dependencies, cached=False)
+
+    def live_lines(self, unit: str, relative: str) -> set[int]:
+        """The lines of RELATIVE that g++'s preprocessor keeps when compiling UNIT."""
+        command = compile_command(self.tree, self.headers, unit, self._main(unit), self._front(), preprocess=True)
+        progress.command(command)
+        result = subprocess.run(command, capture_output=True, text=True)
+        wanted = {str(self.tree.path(relative))}
+        live, current, line = set(), None, 0
+        for text in result.stdout.splitlines():
+            marker = _LINE_MARKER.match(text)
+            if marker is not None:
+                current, line = os.path.normpath(marker["file"]), int(marker["line"])
+                continue
+            if current in wanted and text.strip():
+                live.add(line)
+            line += 1
+        return live
+
+    def _main(self, relative: str) -> Path:
+        """The file g++ compiles: the tree's, or (a view before the bypass) a copy beside the earlier files, so its
+        quoted includes find those first."""
+        if not self.instead:
+            return self.tree.path(relative)
+        front = self._front()
+        if not front.is_dir():
+            for path, text in self.instead.items():
+                if text is not None:
+                    (front / path).parent.mkdir(parents=True, exist_ok=True)
+                    (front / path).write_bytes(text)
+        main = front / relative
+        if not main.is_file():
+            main.parent.mkdir(parents=True, exist_ok=True)
+            main.write_bytes(self.tree.path(relative).read_bytes())
+        return main
+
+    def _front(self) -> Path | None:
+        return self.scratch / "front" if self.instead else None
+
+    def _relative(self, output: str) -> str:
+        """g++'s messages naming the tree's files (and the earlier copies) by their paths in the tree."""
+        front = self._front()
+        if front is not None:
+            output = output.replace(f"{front}/", "")
+        return output.replace(f"{self.tree.root}/", "")
+
+    def _dependencies(self, deps_file: Path) -> dict:
+        """What a compile read (g++ -MD) besides the compiled file: the regenerated headers by name, the tree's
+        headers by content hash, and the installed torch's by path (a tree header of that path would shadow it)."""
+        text = deps_file.read_text().replace("\\\n", " ") if deps_file.is_file() else ":"
+        paths = [Path(name) for name in text.split(":", 1)[1].split()[1:]]
+        front = self._front()
+        generated, tree_headers, installed = [], {}, []
+        for path in paths:
+            if path.is_relative_to(self.headers.root):
+                generated.append(path.relative_to(self.headers.root).as_posix())
+            elif front is not None and path.is_relative_to(front):
+                tree_headers[path.relative_to(front).as_posix()] = hashlib.sha256(path.read_bytes()).hexdigest()
+            elif path.is_relative_to(self.tree.root):
+                tree_headers[self.tree.rel(path)] = hashlib.sha256(path.read_bytes()).hexdigest()
+            else:
+                # the deepest include directory holding it: the name it was included by
+                installed += [path.relative_to(d).as_posix() for d in reversed(_installed_include_dirs()) if path.is_relative_to(d)][:1]
+        return {"generated_headers": generated, "tree_headers": tree_headers, "installed_headers": installed}
+
+    def _recorded(self, record: Path) -> dict | None:
+        """The outcome of a compile of the same inputs, if every tree header it read still has the same bytes
+        here and none now shadows an installed header it read; else None."""
+        if not record.is_file():
+            return None
+        deps = json.loads(record.read_text())
+        if "output" not in deps:  # written before outcomes other than clean were recorded
+            return None
+        for name, digest in deps["tree_headers"].items():
+            text = self.read(name)
+            if text is None or hashlib.sha256(text).hexdigest() != digest:
+                return None
+        own_dirs = ("aten/src", "")
+        shadowed = any(self.read(os.path.join(d, name)) is not None for name in deps["installed_headers"] for d in own_dirs)
+        return None if shadowed else deps
+
+
+def compile_command(tree: Tree, headers: Headers, relative: str, main: Path, front: Path | None = None, preprocess: bool = False) -> list[str]:
+    """g++ on MAIN, the tree's RELATIVE (a header is compiled as C++), with FRONT's files (the tree as it was
+    before the bypass) in front of the tree's; PREPROCESS: only the preprocessor, its output on stdout."""
+    kernel_flags = KERNEL_FLAGS if relative.startswith(KERNEL_DIR) else ()
+    flags = ["-E", *FLAGS[1:]] if preprocess else list(FLAGS)
+    fronts = [front] if front is not None else []
+    here = os.path.dirname(relative)
+    quoted = [f"-iquote{root / here}" for root in (*fronts, tree.root)]
+    api = tree.path("torch/csrc/api/include")  # a checkout's C++ frontend headers, as the installed torch has its own
+    dirs = [headers.root, *(d for root in (*fronts, tree.root) for d in (root / "aten/src", root)), *([api] if api.is_dir() else [])]
+    language = ["-x", "c++"] if relative.endswith(HEADER_SUFFIXES) else []
+    return [
+        compiler.CXX, *flags, *kernel_flags, *quoted, *(f"-I{d}" for d in dirs), *_checkout_flags(tree, relative),
+        *(f"-I{d}" for d in _installed_include_dirs()), *language, str(main),
+    ]
+
+
+def _checkout_flags(tree: Tree, relative: str) -> tuple[str, ...]:
+    """A checkout's own build, for what the tree's sources need and the installed torch lacks or has otherwise:
+    the include directories and macros compile_commands.json gives RELATIVE (or the nearest file it has), else
+    the build directory's generated headers (`build/aten/src/ATen/Config.h`, ...)."""
+    entries = _compile_commands(tree.root)
+    if entries:
+        return entries[max(entries, key=lambda path: (path == relative, len(os.path.commonpath([path, relative]))))]
+    build = tree.path("build")
+    return tuple(f"-I{d}" for d in (build / "aten/src", build) if d.is_dir())
+
+
+@functools.lru_cache(maxsize=4)
+def _compile_commands_of(root: Path, path: Path, mtime: float) -> dict[str, tuple[str, ...]]:
+    """compile_commands.json at PATH: the kept flags of each file under ROOT, paths made absolute."""
+    try:
+        entries = json.loads(path.read_text())
+    except (OSError, ValueError) as error:
+        raise BadInput(f"{path}: not a compilation database ({error}); fix or remove it") from None
+    found = {}
+    for entry in entries if isinstance(entries, list) else []:
+        directory = Path(entry.get("directory", root))
+        arguments = entry.get("arguments") or shlex.split(entry.get("command", ""))
+        source = (directory / entry.get("file", "")).resolve()
+        if source.is_relative_to(root):
+            found[source.relative_to(root).as_posix()] = _kept_flags(arguments, directory)
+    return found
+
+
+def _compile_commands(root: Path) -> dict[str, tuple[str, ...]]:
+    for name in _COMPILE_COMMANDS:
+        path = root / name
+        if path.is_file():
+            return _compile_commands_of(root, path, path.stat().st_mtime)
+    return {}
+
+
+def _kept_flags(arguments: list[str], directory: Path) -> tuple[str, ...]:
+    kept, pending = [], None
+    for argument in arguments:
+        if pending is not None:
+            kept.append(pending + (str(directory / argument) if pending in _PATH_FLAGS else argument))
+            pending = None
+            continue
+        flag = next((f for f in _KEPT_FLAGS if argument.startswith(f)), None)
+        if flag is None:
+            continue
+        value = argument[len(flag):]
+        if not value:
+            pending = flag
+        elif not (flag == "-D" and value.split("=")[0] in _DROPPED_MACROS):
+            kept.append(flag + (str(directory / value) if flag in _PATH_FLAGS else value))
+    return tuple(kept)
 
 
 def _installed_include_dirs() -> list[Path]:
@@ -273,25 +601,138 @@ def _installed_include_dirs() -> list[Path]:
     return [torch / "include", torch / "include/torch/csrc/api/include"]
 
 
-def _record_clean(record: Path, dependencies: dict) -> None:
-    record.parent.mkdir(parents=True, exist_ok=True)
-    tmp = record.with_suffix(f".tmp{os.getpid()}-{threading.get_ident()}")
-    tmp.write_text(json.dumps(dependencies))
-    tmp.replace(record)
+def _publish(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(f".tmp{os.getpid()}-{threading.get_ident()}")
+    tmp.write_text(text)
+    tmp.replace(path)
 
 
-def _clean_record(record: Path, tree: Tree) -> dict | None:
-    """The dependencies of a clean compile of the same inputs, if every tree header it read is unchanged
-    and none now shadows an installed header it read; else None."""
-    if not record.is_file():
+def _missing_header(target: Target, output: str) -> NotCompiled | None:
+    """A header nobody has, included by the tree's own code (an include the bypass added is its error)."""
+    found = _MISSING_HEADER.search(output)
+    if found is None:
         return None
-    deps = json.loads(record.read_text())
-    if "generated_headers" not in deps:  # written before this field
+    header, where = found["header"], found["where"]
+    added_by_bypass = where == target.path and target.edited and header.encode() not in (target.before or b"")
+    if added_by_bypass:
         return None
-    for name, digest in deps["tree_headers"].items():
-        path = tree.path(name)
-        if not path.is_file() or hashlib.sha256(path.read_bytes()).hexdigest() != digest:
-            return None
-    own_dirs = (tree.path("aten/src"), tree.root)
-    shadowed = any((d / name).is_file() for name in deps["installed_headers"] for d in own_dirs)
-    return None if shadowed else deps
+    why = f"includes <{header}> ({where}:{found['line']}), which neither the tree nor the installed torch has"
+    return NotCompiled(target.path, why)
+
+
+@dataclass
+class _Error:
+    """One error in g++'s output: where, the message, and its lines as g++ wrote them (the include context before
+    it, the notes after)."""
+
+    file: str  # the tree's path, or a regenerated header by its name (ATen/...), or an installed header's path
+    line: int
+    column: int
+    message: str
+    lines: list[str]
+
+    def __str__(self) -> str:
+        return f"{self.file}:{self.line}: {self.message}"
+
+    def text(self, view: _View) -> str:
+        lines = (_read(view, self.file) or b"").decode(errors="replace").splitlines()
+        return lines[self.line - 1] if 0 < self.line <= len(lines) else ""
+
+    def same_as(self, earlier: _Error, view: _View, earlier_view: _View) -> bool:
+        """The same error as EARLIER (from the tree before the bypass), wherever the bypass moved its line: on a line
+        it did not write, the line it was; on lines it wrote, one of the lines there were, at the same code."""
+        if (self.file, _without_hint(self.message)) != (earlier.file, _without_hint(earlier.message)):
+            return False
+        now, then = _read(view, self.file), _read(earlier_view, self.file)
+        if now is None or then is None:  # not the tree's: by message alone
+            return True
+        matcher = difflib.SequenceMatcher(None, then.splitlines(), now.splitlines(), autojunk=False)
+        for tag, i1, i2, j1, j2 in matcher.get_opcodes():
+            if j1 < self.line <= j2:
+                if tag == "equal":
+                    return earlier.line == i1 + self.line - j1
+                at = self.text(view)[self.column - 1 :].strip()
+                return i1 < earlier.line <= i2 and earlier.text(earlier_view)[earlier.column - 1 :].strip() == at
+        return False
+
+    def at_removed(self, removed: frozenset[str]) -> bool:
+        """Is it a caller reaching a removed function (at::cpu::, at::redispatch::, an alias, a using-declaration)?
+        Not a missing at:: function: that one is the bypass's own."""
+        found = _NOT_DECLARED.search(self.message)
+        return found is not None and found["name"] in removed and (found["scope"] or found["in"]) != "at"
+
+
+def _errors(output: str, view: _View) -> list[_Error]:
+    """The errors of g++'s OUTPUT, each with the notes after it and the include context before each."""
+    chunks: list[tuple[re.Match[str], list[str]]] = []  # a diagnostic, its context before it and its excerpt after
+    pending: list[str] = []
+    for line in output.splitlines():
+        diagnostic = _DIAGNOSTIC.match(line)
+        if diagnostic is not None:
+            chunks.append((diagnostic, [*pending, line]))
+            pending = []
+        elif chunks and not pending and not _CONTEXT.match(line):
+            chunks[-1][1].append(line)
+        else:
+            pending.append(line)
+    found: list[_Error] = []
+    for diagnostic, lines in chunks:
+        if diagnostic["kind"] in ("error", "fatal error"):
+            # a regenerated header by its name: its directory differs before and after the bypass
+            file = diagnostic["file"].removeprefix(f"{view.headers.root}/")
+            found.append(_Error(file, int(diagnostic["line"]), int(diagnostic["column"] or 1), diagnostic["message"], lines))
+        elif found:
+            found[-1].lines.extend(lines)
+    return found
+
+
+def _read(view: _View, file: str) -> bytes | None:
+    """FILE of VIEW when it is the tree's (relative), else None."""
+    return None if os.path.isabs(file) or file.startswith("ATen/") else view.read(file)
+
+
+def _without_hint(message: str) -> str:
+    return message.split("; did you mean", 1)[0]
+
+
+def _failure_message(failures: list[_Outcome]) -> str:
+    leftovers = [leftover for o in failures for leftover in o.leftovers]
+    head = ""
+    if leftovers:
+        head = "callers still reach a function the bypass removed (rewrite each by hand):\n" + "".join(f"  {x}\n" for x in leftovers)
+    return head + "the edited sources do not compile (g++ -fsyntax-only):\n" + "\n".join(o.errors for o in failures)
+
+
+def _written_lines(before: bytes, after: bytes) -> list[int]:
+    """The 1-based lines of AFTER the bypass wrote."""
+    matcher = difflib.SequenceMatcher(None, before.splitlines(), after.splitlines(), autojunk=False)
+    return [line + 1 for tag, _, _, j1, j2 in matcher.get_opcodes() if tag in ("replace", "insert") for line in range(j1, j2)]
+
+
+def _conditional_lines(text: bytes, lines: list[int]) -> dict[int, str]:
+    """Of LINES, those holding code inside a preprocessor conditional, each with the conditional's first line."""
+    if not lines:
+        return {}
+    src = cpp_syntax.parse(text)
+    source_lines = text.decode(errors="replace").splitlines()
+    found = {}
+    for node in cpp_syntax.walk(src.root):
+        if node.type not in _CONDITIONALS:
+            continue
+        first, last = node.start_point[0] + 1, node.end_point[0] + 1
+        for line in lines:
+            code = source_lines[line - 1].strip()
+            if first < line < last and code and not code.startswith(("//", "/*", "*")):
+                found[line] = source_lines[first - 1].strip()  # the innermost: walk visits outer conditionals first
+    return found
+
+
+def _ranges(lines: list[int]) -> str:
+    spans: list[list[int]] = []
+    for line in lines:
+        if spans and line == spans[-1][1] + 1:
+            spans[-1][1] = line
+        else:
+            spans.append([line, line])
+    return ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in spans)

@@ -1,178 +1,135 @@
-"""Compile a slim tree's bypass in a full tree built around its sources.
+"""Compile a slim tree's bypass against the headers of a full tree in the same state.
 
 A slim tree (a subset of the installed torch's operators, its own slim templates, like target_tree/)
-regenerates headers that cannot replace the installed torch's generated ones. So its edited sources
-are compiled in an overlay: `tree from-torch`'s layout of the installed wheel (every operator's yaml,
-tags, header templates, torchgen, autograd codegen) with the slim tree's files laid over it, as they
-were before this bypass and every earlier one (its journals). The templates of generated sources stay
-the tree's own: the plan reads the CPU wrappers (and their includes) from them, and no header comes
-from them. The earlier ops, in their order, then this run's are planned and applied there by the same
-planner; the overlay's headers are regenerated once, and a file is compiled only when the overlay's
-bypass wrote it byte for byte as the slim tree's did. Clean outcomes are recorded by their inputs.
+regenerates headers that cannot replace the installed torch's generated ones. Its files are compiled as they
+are on disk, in place, against headers regenerated from the installed wheel's codegen inputs (every operator's
+yaml, the tags, the header templates) with every op bypassed in the tree applied to them: the earlier ones
+(from their journals), then this run's, each from its captured API, as the plan made it (nothing is planned
+again). The headers before this run (the earlier ops only) are what a file that does not compile is compiled
+against again, to tell the bypass's errors from those it had. An op whose entries in the tree declare another
+C++ API than the wheel's cannot be stood for: every file is then named as not compiled, with the entry.
 """
 from __future__ import annotations
 
 import dataclasses
+import functools
 import importlib.metadata
-import json
-import os
 import tempfile
-import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
-from codemod.apply import journal, scratch
-from codemod.apply.lock import LOCK_FILE
-from codemod.apply.transaction import STATE_DIR
+from codemod.apply import journal
 from codemod.capture import fromtorch
-from codemod.model import cache, progress
-from codemod.model.errors import CodemodError, VerificationFailed
-from codemod.model.tree import TEMPLATES, Tree, locate
-from codemod.plan.plan import FileChange, Plan, combined_changes, make_plan
+from codemod.capture.capture import Capture
+from codemod.model import progress
+from codemod.model.edits import apply_edits
+from codemod.model.errors import BadInput
+from codemod.model.tree import NATIVE_FUNCTIONS, Tree
+from codemod.plan import cpp as plan_cpp
+from codemod.plan import guarded as plan_guarded
+from codemod.plan.plan import OpEntries, Plan, combined_changes, op_entries
 from codemod.verify import compile_check
-from codemod.verify.compile_check import CompileReport, NotCompiled, Source
+from codemod.verify.compile_check import Before, CodegenInputs, CompileReport, NotCompiled
 
-_NOT_SOURCES = (".git", STATE_DIR, LOCK_FILE, "__pycache__")
-SHOWN_LINE_CHARS = 60
+# Entry keys that shape the C++ API torchgen generates for an operator (its declarations, defaults, methods).
+API_KEYS = ("func", "variants", "cpp_no_default_args", "manual_cpp_binding")
+
+
+@dataclass(frozen=True)
+class _Step:
+    """One op bypassed in the tree, as the wheel's codegen inputs take it."""
+
+    op: str
+    guarded: bool
+    capture: Capture | None
+    native_functions: str  # the tree's yaml before this op's bypass
 
 
 def check(tree: Tree, plans: Sequence[Plan]) -> CompileReport:
-    """Compile what PLANS wrote in the slim TREE, in one overlay; raise VerificationFailed at TREE's file:line."""
-    started = time.monotonic()
-    changes = combined_changes(plans)
-    sources, templates = compile_check.sources_of(changes)
-    not_compiled = [NotCompiled(t, _template_not_compiled(t)) for t in templates]
-    if not sources:
-        return CompileReport((), (), (), tuple(not_compiled), 0.0)
-    where = f"a full tree built from the installed torch {importlib.metadata.version('torch')} around this tree's sources"
-    against = f"in {where} (the same bypass applied there), against the headers its torchgen regenerated"
+    """Compile what PLANS wrote in the slim TREE (and what reached a function they remove), against a full tree's
+    headers; raise VerificationFailed at TREE's file:line."""
+    targets, templates = compile_check.targets_of(plans)
+    version = importlib.metadata.version("torch")
+    against = f"against the headers of a full tree built from the installed torch {version} with the same bypasses"
+    own_templates = [NotCompiled(t, _template_not_compiled(t)) for t in templates]
+    if not targets:
+        return CompileReport((), (), (), tuple(own_templates), 0.0, against)
     ops = {plan.op for plan in plans}
-    earlier = [j for j in journal.bypassed(tree) if j.op not in ops]
-    replayed = [(j.op, j.mode == "guarded") for j in earlier]
-    planned = [(p.op, p.guarded) for p in plans]
-    files = _overlay_files(tree, [*(f for j in earlier for f in j.files), *changes])
-    record = cache.cache_dir() / "overlay" / f"{_key(files, replayed + planned, sources)}.json"
-    if record.is_file():  # the same inputs checked clean before: the same outcome
-        with progress.step(f"compile check: the same bypass in {where}, recorded clean from the same inputs"):
-            recorded = json.loads(record.read_text())
-        compiled = tuple(recorded["compiled"])
-        unchecked = tuple(NotCompiled(*item) for item in recorded["not_compiled"])
-        return CompileReport(compiled, compiled, (), unchecked, time.monotonic() - started, against)
-    with tempfile.TemporaryDirectory(prefix="codemod-overlay-") as scratch_dir:
-        with progress.step(f"compile check: the same bypass in {where}"):
-            overlay = _write_overlay(files, Path(scratch_dir, "tree"))
-            _, refused = _plan_again(overlay, replayed, where)
-            overlay_plans, refused_now = _plan_again(overlay, planned, where)
-            refused += refused_now
-        written = {change.path: change for change in combined_changes(overlay_plans)}
-        same = []
-        for source in sources:
-            difference = _difference(source, written.get(source.path))
-            if difference is None:
-                same.append(source)
-            else:
-                not_compiled.append(NotCompiled(source.path, f"the full tree's bypass writes it differently ({difference})"))
-        if same:
-            headers = compile_check.regenerate_headers(overlay, Path(scratch_dir, "headers"))
-            try:
-                report = compile_check.check(overlay, headers, same, against=against)
-            except VerificationFailed as failed:  # the overlay's own paths named as the tree's (same relative paths)
-                raise VerificationFailed(str(failed).replace(f"{overlay.root}/", "")) from None
-        else:
-            report = CompileReport((), (), (), (), 0.0, against)
-    report = dataclasses.replace(report, not_compiled=(*refused, *report.not_compiled, *not_compiled))
-    _record(record, report)
-    return report
-
-
-def _overlay_files(tree: Tree, changes: Sequence[FileChange | journal.JournalFile]) -> dict[str, bytes]:
-    """TREE's files for the overlay, as they were before the first of CHANGES (its generated-source templates too)."""
-    before: dict[str, bytes | None] = {}
-    for change in changes:
-        before.setdefault(change.path, change.before)
-    files = {}
-    for path in sorted(tree.root.rglob("*")):
-        relative = path.relative_to(tree.root).as_posix()
-        if not path.is_file() or any(part in _NOT_SOURCES for part in Path(relative).parts) or not _from_tree(relative):
-            continue
-        text = before[relative] if relative in before else path.read_bytes()
-        if text is not None:  # None: the bypass created it
-            files[relative] = text
-    return files
-
-
-def _write_overlay(files: dict[str, bytes], dest: Path) -> Tree:
-    """The wheel's codegen inputs, with FILES laid over them."""
-    fromtorch.write_codegen_inputs(dest, fromtorch.installed_torchgen())
-    for relative, text in files.items():
-        (dest / relative).parent.mkdir(parents=True, exist_ok=True)
-        (dest / relative).write_bytes(text)
-    return locate(dest)
-
-
-def _key(files: dict[str, bytes], ops: Sequence[tuple[str, bool]], sources: Sequence[Source]) -> str:
-    """Everything the outcome depends on besides the wheel (its version is in the key): the overlay's files, the
-    ops, what the bypass wrote in the tree, and codemod's own code (the planner that runs again)."""
-    own_code = sorted(Path(__file__).resolve().parents[1].rglob("*.py"))
-    return compile_check.result_key(
-        *(part for relative, text in files.items() for part in (relative, text)),
-        *(f"{op} guarded={guarded}" for op, guarded in ops),
-        *(part for s in sources for part in (s.path, s.before or b"\0absent", s.text)),
-        *(path.read_bytes() for path in own_code),
-    )
-
-
-def _record(record: Path, report: CompileReport) -> None:
-    record.parent.mkdir(parents=True, exist_ok=True)
-    tmp = record.with_suffix(f".tmp{os.getpid()}")
-    tmp.write_text(json.dumps({"compiled": report.compiled, "not_compiled": [[n.path, n.why] for n in report.not_compiled]}))
-    tmp.replace(record)
-
-
-def _from_tree(relative: str) -> bool:
-    """The tree's own sources, and its templates of generated sources (the headers come from the wheel's)."""
-    if relative.startswith(TEMPLATES + "/"):
-        return not relative.endswith(".h")
-    return not fromtorch.is_wheel_provided(relative)
-
-
-def _plan_again(overlay: Tree, ops: Sequence[tuple[str, bool]], where: str) -> tuple[list[Plan], list[NotCompiled]]:
-    """Each (op, guarded) planned and written in OVERLAY in order, as the CLI plans several ops; an op it cannot plan
-    is named."""
-    planned, refused = [], []
-    for op, guarded in ops:
+    earlier = [_Step(j.op, j.mode == "guarded", j.capture, _yaml_before(j)) for j in journal.bypassed(tree) if j.op not in ops]
+    planned = [_Step(p.op, p.guarded, p.capture, _plan_yaml_before(tree, p)) for p in plans]
+    with progress.step(f"compile check: the full tree's codegen inputs from the installed torch {version}, with the bypasses applied"):
         try:
-            again = make_plan(overlay, op, guarded)
-        except CodemodError as error:
-            refused.append(NotCompiled(op, f"the bypass cannot be planned in {where}: {error}"))
-            continue
-        scratch.write(overlay, again.changes)
-        planned.append(again)
-    return planned, refused
+            before, after = _inputs_after(tree, [earlier, planned])
+        except _CannotStandFor as refused:
+            reason = f"the full tree cannot stand for this tree: {refused}"
+            return CompileReport((), (), (), (*(NotCompiled(t.path, reason) for t in targets), *own_templates), 0.0, against)
+    headers = compile_check.regenerate_headers(tree, after)
+    files_before = {change.path: change.before for change in combined_changes(plans)}
+    report = compile_check.check(
+        tree, headers, plans, Before(files_before, functools.partial(compile_check.regenerate_headers, tree, before)), against,
+    )
+    # the tree's own header templates are not what the full tree's headers come from
+    not_compiled = [n for n in report.not_compiled if n.path not in templates]
+    return dataclasses.replace(report, templates_compiled=(), not_compiled=(*not_compiled, *own_templates))
 
 
-def _difference(source: Source, written: FileChange | None) -> str | None:
-    """Where the overlay's bypass wrote SOURCE's file differently (before or after), or None if byte-identical."""
-    if written is None:
-        return "it does not edit it"
-    for when, ours, theirs in (("before", source.before, written.before), ("after", source.text, written.after)):
-        if ours != theirs:
-            return f"{when} the bypass, {_first_differing_line(ours or b'', theirs or b'')}"
-    return None
+class _CannotStandFor(Exception):
+    """The wheel's entries of an op declare another API than the tree's."""
 
 
-def _first_differing_line(ours: bytes, theirs: bytes) -> str:
-    ours_lines, theirs_lines = ours.splitlines(), theirs.splitlines()
-    for number, (mine, other) in enumerate(zip(ours_lines, theirs_lines), 1):
-        if mine != other:
-            return f"line {number}: {_shown(mine)} here, {_shown(other)} there"
-    number = min(len(ours_lines), len(theirs_lines)) + 1
-    return f"line {number}: {'here' if len(ours_lines) < len(theirs_lines) else 'there'} the file ends"
+def _inputs_after(tree: Tree, batches: list[list[_Step]]) -> list[CodegenInputs]:
+    """The wheel's codegen inputs after each batch of steps, applied in order."""
+    wheel = fromtorch.installed_torchgen()
+    states = []
+    with tempfile.TemporaryDirectory(prefix="codemod-overlay-") as scratch:
+        overlay_root = Path(scratch)
+        fromtorch.write_codegen_inputs(overlay_root, wheel)
+        overlay = Tree(overlay_root, has_own_torchgen=False, has_own_autograd=False)
+        for batch in batches:
+            for step in batch:
+                _apply(tree, overlay, step)
+            states.append(CodegenInputs.read(overlay_root))
+    return states
 
 
-def _shown(line: bytes) -> str:
-    text = line.decode("utf-8", "replace").strip()
-    return repr(text if len(text) <= SHOWN_LINE_CHARS else text[:SHOWN_LINE_CHARS] + "...")
+def _apply(tree: Tree, overlay: Tree, step: _Step) -> None:
+    """STEP's yaml edit (on the wheel's entries) and template edits (from its capture) in OVERLAY."""
+    if step.capture is None:
+        raise _CannotStandFor(f"{journal.JOURNAL_DIR}/{step.op}.json records no capture of {step.op}'s API")
+    theirs = op_entries(overlay, step.op, step.guarded)
+    ours = op_entries(tree, step.op, step.guarded, step.native_functions)
+    if theirs.overloads != ours.overloads:
+        raise _CannotStandFor(
+            f"{step.op}'s structured groups are {', '.join(ours.overloads)} here, {', '.join(theirs.overloads)} in the installed torch"
+        )
+    wheel_apis = _apis(theirs)
+    for name, mine in _apis(ours).items():
+        wheel = wheel_apis[name]
+        if mine != wheel:
+            key = next(k for k in API_KEYS if mine.get(k) != wheel.get(k))
+            raise _CannotStandFor(f"{NATIVE_FUNCTIONS}: {name}'s {key} is {mine.get(key)!r} here, {wheel.get(key)!r} in the installed torch")
+    edits = [*theirs.yaml_edits, *(plan_guarded if step.guarded else plan_cpp).template_edits(overlay, step.capture)]
+    for path in {edit.path for edit in edits}:
+        target = overlay.path(path)
+        target.write_bytes(apply_edits(target.read_bytes(), [edit for edit in edits if edit.path == path]))
+
+
+def _apis(entries: OpEntries) -> dict[str, dict]:
+    """Each overload's keys that shape its C++ API."""
+    return {m.name: {k: m.values[k] for k in API_KEYS if k in m.values} for group in entries.groups for m in group.members}
+
+
+def _yaml_before(entry: journal.Journal) -> str:
+    recorded = entry.file(NATIVE_FUNCTIONS)
+    if recorded is None or recorded.before is None:
+        raise BadInput(f"{journal.JOURNAL_DIR}/{entry.op}.json: records no {NATIVE_FUNCTIONS}; restore the files from version control")
+    return recorded.before.decode()
+
+
+def _plan_yaml_before(tree: Tree, plan: Plan) -> str:
+    change = next((c for c in plan.changes if c.path == NATIVE_FUNCTIONS and c.before is not None), None)
+    return change.before.decode() if change is not None else tree.path(NATIVE_FUNCTIONS).read_text()
 
 
 def _template_not_compiled(template: str) -> str:

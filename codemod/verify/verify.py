@@ -19,6 +19,7 @@ The autograd codegen runs in full: the foreach cascade is a cross-entry effect.
 """
 from __future__ import annotations
 
+import functools
 import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -47,7 +48,7 @@ def verify(tree: Tree, plan: Plan, *more: Plan, compile: bool = True) -> Verific
         aten_out = Path(scratch, "aten")
         with ThreadPoolExecutor(max_workers=1) as pool:
             autograd_run = pool.submit(codegen.autograd, tree, Path(scratch, "autograd"))
-            headers = compile_check.regenerate_headers(tree, Path(scratch, "headers"))
+            headers = compile_check.regenerate_headers(tree)
             entries_from_cache = codegen.aten_on_entries(tree, _entries_in_tree(tree, overloads), aten_out)
             from_cache = [what for what, cached in (
                 ("torchgen on the whole yaml", headers.from_cache), ("torchgen on the op's entries", entries_from_cache),
@@ -71,10 +72,13 @@ def verify(tree: Tree, plan: Plan, *more: Plan, compile: bool = True) -> Verific
         codegen_checks.append(f"{', '.join(from_cache)}: ran clean before on the same inputs (build cache), not run again")
     if not compile:
         return Verification(codegen_checks, ["the edited sources: --no-compile"])
+    plans = (plan, *more)
     if compile_check.slim_tree(tree) is None:
-        compiled = compile_check.check(tree, headers, *compile_check.sources_of(combined_changes((plan, *more))))
+        before = {change.path: change.before for change in combined_changes(plans)}
+        headers_before = functools.partial(compile_check.regenerate_headers, tree, compile_check.CodegenInputs.read(tree.root, before))
+        compiled = compile_check.check(tree, headers, plans, compile_check.Before(before, headers_before))
     else:  # its headers cannot replace the installed torch's
-        compiled = overlay_compile.check(tree, (plan, *more))
+        compiled = overlay_compile.check(tree, plans)
     return Verification(codegen_checks + compiled.verified(), compiled.unchecked())
 
 

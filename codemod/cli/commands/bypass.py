@@ -226,12 +226,17 @@ def _summary(tree: Tree, plan: Plan, applied: bool) -> None:
     if plan.guarded:
         say("no caller needs rewriting: at::cpu:: and at::redispatch:: functions are still generated in guarded mode")
         return
-    to_edit = [leftover for leftover in plan.leftovers if leftover.needs_edit]
+    to_edit = [leftover for leftover in plan.leftovers if leftover.needs_edit and not leftover.judged_by_compile]
+    judged = [leftover for leftover in plan.leftovers if leftover.judged_by_compile]
     if to_edit:
         say("not rewritten (edit by hand):")
         for leftover in to_edit:
             say(f"  {leftover}")
-    else:
+    if judged:
+        say("may reach them by a spelling the tool does not rewrite (g++ judges each file after the bypass):")
+        for leftover in judged:
+            say(f"  {leftover}")
+    if not to_edit and not judged:
         say("every reference to the removed at::cpu:: / at::redispatch:: functions was rewritten")
     still_dispatched = [leftover for leftover in plan.leftovers if not leftover.needs_edit]
     if still_dispatched:

@@ -9,6 +9,7 @@ from codemod.apply import journal, lock, transaction, unjournaled
 from codemod.cli import report
 from codemod.cli.options import JSON_OPTION, TREE_OPTION, run, say
 from codemod.model.tree import locate
+from codemod.plan import callers
 
 
 @click.command()
@@ -31,6 +32,10 @@ def status(tree_root: Path, as_json: bool) -> None:
             state = f"changed since: {', '.join(changed)}" if changed else "matches the journal"
             command = f"bypass {entry.op}" + (" --guarded" if mode == "guarded" else "")
             show(f"{entry.op} ({', '.join(entry.overloads)}): {mode} (`{command}`), {len(entry.files)} files, {state}")
+            if mode == "plain" and entry.capture is not None:
+                for reference in callers.still_reaching(tree, entry.capture):
+                    verdict = "may no longer compile there (g++ judges it)" if reference.judged_by_compile else "the tree no longer compiles there"
+                    show(f"  {verdict}: {reference}")
         if as_json:
             click.echo(report.dumps(report.status(tree.root, journals)))
 
