@@ -123,11 +123,17 @@ def test_callgrind_call_paths_show_what_only_the_dispatcher_runs(built: compiler
     assert bypass == ["bypass_functional", "codemod_ext_mul::mul", "codemod_ext_mul::codemod_bypass_mul::wrapper_CPU_mul_Tensor"]
     # both end in the same CPU wrapper: libtorch's copy and the extension's
     assert dispatch[-1] == "at::wrapper_CPU_mul_Tensor"
-    only = {f["function"] for f in report["dispatcher_only"]}
+    above = {f["function"] for f in report["above_kernel"]["dispatch"]}
     assert {"at::_ops::mul_Tensor::call", "torch::autograd::VariableType::mul_Tensor",
-            "at::_ops::mul_Tensor::redispatch", "c10::impl::OperatorEntry::lookup"} <= only
-    assert not only & set(bypass)
-    assert report["dispatcher_only_self_per_call"] > 0
+            "at::_ops::mul_Tensor::redispatch", "at::getStepCallbacksUnlessEmpty"} <= above
+    assert not above & set(bypass)
+    assert {f["function"] for f in report["above_kernel"]["bypass"]} == {"codemod_ext_mul::mul"}
+    # the own instructions above the kernel add up to the entry's callees less the kernel
+    for path, graph in graphs.items():
+        entry = graph.entry(f"{path}_functional(")
+        kernel = next(n for n in graph.functions() if bench.short_name(n) == report["call_path"][path][-1]["function"])
+        expected = (sum(graph.inclusive[entry].values()) - graph.inclusive_cost(kernel)) / calls
+        assert report["above_kernel_per_call"][path] == pytest.approx(expected, abs=1)
 
 
 def test_short_names_drop_templates_parameters_and_return_types() -> None:
@@ -179,12 +185,16 @@ def test_cli_build_and_bench_json(built: compiler.Built, target_tree: Path) -> N
     assert result.returncode == 0, result.stderr
     assert "cache hit" in result.stderr and "0 failed" in result.stderr
 
-    result = run_codemod("bench", "mul", "--tree", str(target_tree), "--json", "--no-callgrind", "--size", "2")
+    # issue 20: `--size 2 1000` as the usage line shows it (several sizes after one --size)
+    result = run_codemod("bench", "mul", "--tree", str(target_tree), "--json", "--no-callgrind", "--size", "2", "1000")
     assert result.returncode == 0, result.stderr
     report = json.loads(result.stdout)
     OUTPUT_SCHEMA.validate(report)
-    (row,) = report["wall"]
-    assert row["numel"] == 2 and row["dispatch_ns"] > 0 and row["bypass_ns"] > 0
+    assert [row["numel"] for row in report["wall"]] == [2, 1000]
+    row = report["wall"][0]
+    assert row["dispatch_ns"] > 0 and row["bypass_ns"] > 0
+    assert report["call"] == built.timed_call and report["mode"] == "plain"
+    assert all(len(report["load_average"][when]) == 3 for when in ("start", "end"))
     assert report["observed"]["dispatch"]["profiler_events"] == ["aten::mul"]
     assert report["observed"]["bypass"]["grad_fn"] is None
     assert report["callgrind"] is None
@@ -233,3 +243,4 @@ def test_checkout_build_runs_the_checkouts_own_build_with_the_labs_flags(tree: P
     monkeypatch.setenv("STAND_IN_EXIT", "3")
     failed = run_codemod("build", "mul", "--tree", str(tree), "--checkout")
     assert failed.returncode == 1 and "the checkout's build failed (exit 3" in failed.stderr
+

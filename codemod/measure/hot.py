@@ -22,13 +22,14 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from codemod.measure import guarded_bench, profile_script
+from codemod.measure import bench, guarded_bench, profile_script
 from codemod.model.errors import BadInput, CodemodError
 from codemod.model.native_yaml import op_name
 from codemod.model.tree import Tree
-from codemod.verify import cache, compiler
+from codemod.verify import cache
 
 MODES = ("plain", "guarded")
+GUARDED_PATHS = tuple(bench.LABELS["guarded"])
 _CPU_CATEGORIES = {"cpu_op", "user_annotation", "python_function"}
 # dtypes whose tensors carry a Quantized key, which the guard sends to the dispatcher
 _QUANTIZED = {"c10::quint8", "c10::qint8", "c10::qint32", "c10::quint4x2", "c10::quint2x4"}
@@ -214,9 +215,8 @@ def per_call_cost(tree: Tree, op: str) -> dict:
     cached = cache.cache_dir() / f"hot-cost-{op}-torch-{version}.json"
     if cached.is_file():
         return json.loads(cached.read_text())
-    built = compiler.compile_source(guarded_bench.render(tree, op), name=f"guarded-bench-{op}")
-    per_call = guarded_bench.instructions(built.executable, op)["per_call"]
-    cost = {"torch": version, **{path: round(per_call[path], 1) for path in guarded_bench.PATHS}}
+    instructions = bench.count(guarded_bench.build(tree, op).executable, GUARDED_PATHS)[0]
+    cost = {"torch": version, **{path: round(instructions[path]["per_call"], 1) for path in GUARDED_PATHS}}
     cached.parent.mkdir(parents=True, exist_ok=True)
     tmp = cached.with_suffix(f".tmp{os.getpid()}")
     tmp.write_text(json.dumps(cost))
@@ -231,7 +231,7 @@ def measured_cost(tree: Tree, op: str) -> dict:
     except CodemodError as error:
         return {"not_measured": str(error).splitlines()[0]}
     return {
-        "instructions_per_call": {path: cost[path] for path in guarded_bench.PATHS},
+        "instructions_per_call": {path: cost[path] for path in GUARDED_PATHS},
         "saving_per_call": {"plain": round(cost["dispatch"] - cost["bypass"], 1),
                             "guarded": round(cost["dispatch"] - cost["guarded"], 1)},
     }
