@@ -7,6 +7,9 @@ from __future__ import annotations
 
 import json
 import os
+import signal
+import subprocess
+import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -19,7 +22,7 @@ from codemod.model.tree import locate
 from codemod.plan import cpp as plan_cpp
 from codemod.plan.plan import op_entries
 from codemod.verify import build, captured, checks, compiler, harness, signature
-from tests.conftest import OUTPUT_SCHEMA, run_codemod
+from tests.conftest import OUTPUT_SCHEMA, REPO, descendants, ended, run_codemod
 
 
 @pytest.fixture(scope="module")
@@ -244,3 +247,24 @@ def test_checkout_build_runs_the_checkouts_own_build_with_the_labs_flags(tree: P
     failed = run_codemod("build", "mul", "--tree", str(tree), "--checkout")
     assert failed.returncode == 1 and "the checkout's build failed (exit 3" in failed.stderr
 
+
+def test_sigterm_during_the_compile_check_ends_gxx_and_removes_temporary_directories(tree: Path, tmp_path: Path) -> None:
+    """Issue 18: a signal must end every child of the run, however deep (the compile check's g++ run in threads,
+    each with its cc1plus), and leave no temporary directory. A private build cache, so g++ really runs."""
+    temporary = tmp_path / "tmp"
+    temporary.mkdir()
+    env = {**os.environ, "TMPDIR": str(temporary), "CODEMOD_BUILD_CACHE": str(tmp_path / "cache")}
+    with (tmp_path / "err").open("w") as stderr:
+        bypass = subprocess.Popen([sys.executable, "-m", "codemod", "bypass", "mul", "--tree", str(tree), "--no-build"],
+                                  stdout=subprocess.DEVNULL, stderr=stderr, cwd=REPO, env=env)
+    compilers: dict[int, str] = {}
+    while not compilers:
+        assert bypass.poll() is None, f"ended before running g++: {(tmp_path / 'err').read_text()}"
+        compilers = {pid: name for pid, name in descendants(bypass.pid).items() if name in ("g++", "cc1plus")}
+        time.sleep(0.2)
+    running = list(descendants(bypass.pid))
+    bypass.send_signal(signal.SIGTERM)
+    assert bypass.wait(timeout=300) == 128 + signal.SIGTERM
+    assert ended(running), {pid: name for pid, name in descendants(os.getpid()).items() if pid in running}
+    assert "codemod: interrupted by SIGTERM" in (tmp_path / "err").read_text()
+    assert [p.name for p in temporary.iterdir()] == []
