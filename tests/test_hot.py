@@ -3,9 +3,12 @@ verdicts, the guard's share from recorded inputs, a failing script, a saved trac
 from __future__ import annotations
 
 import json
+import os
+import signal
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -13,7 +16,7 @@ import pytest
 from codemod.cli.report import SCHEMA
 from codemod.measure import hot
 from codemod.model.errors import BadInput
-from tests.conftest import OUTPUT_SCHEMA, TARGET_TREE, run_codemod
+from tests.conftest import OUTPUT_SCHEMA, REPO, TARGET_TREE, alive, ended, run_codemod
 
 MLP_TRAINING_STEP = """
 import torch
@@ -167,17 +170,97 @@ def test_transformer_layer_from_an_exported_trace(tmp_path: Path) -> None:
                for line in table.stdout.splitlines())
 
 
-def test_a_script_that_raises_exits_2_with_its_last_traceback_line(tmp_path: Path) -> None:
+def test_a_script_that_raises_exits_2_with_its_traceback_and_the_line_it_raised_from(tmp_path: Path) -> None:
+    """Issue 18: a failing script reported only its traceback's last line. Its traceback is shown (from the
+    script's first frame: not codemod's nor runpy's), and the error names the script's file:line."""
     script = write_script(tmp_path, "broken.py", """
         import torch
-        torch.ones(2).add(torch.ones(3))
+
+        def grow(a):
+            return a.add(torch.ones(3))
+
+        grow(torch.ones(2))
     """)
     run = run_codemod("hot", str(script), "--tree", str(TARGET_TREE), "--no-measure")
     assert run.returncode == 2
+    traceback = run.stderr[run.stderr.index("Traceback (most recent call last):"):]
+    assert traceback.splitlines()[1] == f'  File "{script}", line 7, in <module>'
+    assert f'  File "{script}", line 5, in grow' in traceback and "runpy" not in traceback
     last = "RuntimeError: The size of tensor a (2) must match the size of tensor b (3) at non-singleton dimension 0"
-    assert run.stderr.strip().endswith(last)
+    message = f"{script} failed under the profiler (exit 1): {script}:5: {last} (its traceback is above)"
+    assert run.stderr.strip().splitlines()[-1] == f"codemod: {message}"
     error = hot_json(str(script), "--tree", str(TARGET_TREE), "--no-measure", exit_code=2)
-    assert error["command"] == "hot" and error["error"].endswith(last)
+    assert error["command"] == "hot" and error["error"] == message
+
+
+BACKGROUND_AND_OUTPUT = """
+    import os, subprocess, sys, torch
+    lingering = subprocess.Popen(["sleep", "120"])
+    with open(sys.argv[1], "w") as pids:
+        pids.write(f"{os.getpid()} {lingering.pid}")
+    print("the script's own output", flush=True)
+    sys.stdout.buffer.write(b"not utf-8: \\xff\\xfe\\n")
+    sys.stdout.flush()
+    print("the script's own warning", file=sys.stderr)
+    torch.ones(2).mul(torch.ones(2))
+"""
+
+
+def test_hot_waits_for_the_script_alone_and_passes_its_output_through(tmp_path: Path) -> None:
+    """Issue 18: a script that leaves `sleep 120` running returns at once under python, but hot waited for the
+    sleep; the script's output was swallowed, and bytes that are not UTF-8 made a traceback. Output goes to files
+    here: a pipe stays open while the sleep holds it, whoever waits for it."""
+    script = write_script(tmp_path, "background.py", BACKGROUND_AND_OUTPUT)
+    pids = tmp_path / "pids"
+    for as_json in (False, True):
+        out, err = tmp_path / "out", tmp_path / "err"
+        with out.open("wb") as stdout, err.open("wb") as stderr:
+            run = subprocess.run([sys.executable, "-m", "codemod", "hot", str(script), str(pids), "--tree", str(TARGET_TREE),
+                                  "--no-measure", *(["--json"] if as_json else [])], stdout=stdout, stderr=stderr, cwd=REPO)
+        script_pid, sleep_pid = map(int, pids.read_text().split())
+        try:
+            assert alive(sleep_pid), "hot waited for the script's lingering child, not for the script"
+        finally:
+            os.kill(sleep_pid, signal.SIGTERM)
+        assert run.returncode == 0, err.read_bytes().decode(errors="replace")
+        assert not alive(script_pid)
+        output = b"the script's own output\nnot utf-8: \xff\xfe\n"
+        if as_json:  # the script's output on stderr: stdout is the report
+            OUTPUT_SCHEMA.validate(json.loads(out.read_bytes()))
+            assert output in err.read_bytes()
+        else:
+            assert out.read_bytes().startswith(output) and b" aten ops, " in out.read_bytes()
+        assert b"the script's own warning\n" in err.read_bytes()
+
+
+LINGERING = """
+    import os, subprocess, sys, time
+    lingering = subprocess.Popen(["sleep", "120"])
+    with open(sys.argv[1], "w") as pids:
+        pids.write(f"{os.getpid()} {lingering.pid}")
+    time.sleep(120)
+"""
+
+
+def test_sigterm_ends_the_profiled_script_and_what_it_started(tmp_path: Path) -> None:
+    """Issue 18: SIGTERM to hot left the profiled script running, its parent init. hot ends the script's process
+    group (the script and the processes it started) and exits 128 + SIGTERM, with the error as JSON."""
+    script = write_script(tmp_path, "lingering.py", LINGERING)
+    pids = tmp_path / "pids"
+    with (tmp_path / "out").open("wb") as stdout, (tmp_path / "err").open("wb") as stderr:
+        hot_run = subprocess.Popen([sys.executable, "-m", "codemod", "hot", str(script), str(pids), "--tree", str(TARGET_TREE),
+                                    "--no-measure", "--json"], stdout=stdout, stderr=stderr, cwd=REPO)
+    while not (pids.is_file() and len(pids.read_text().split()) == 2):
+        assert hot_run.poll() is None, (tmp_path / "err").read_text()
+        time.sleep(0.2)
+    started = [int(pid) for pid in pids.read_text().split()]
+    hot_run.send_signal(signal.SIGTERM)
+    assert hot_run.wait(timeout=120) == 128 + signal.SIGTERM
+    assert ended(started), [pid for pid in started if alive(pid)]
+    error = json.loads((tmp_path / "out").read_text())
+    OUTPUT_SCHEMA.validate(error)
+    assert error["exit_code"] == 143 and error["error"].startswith("interrupted by SIGTERM")
+    assert "codemod: interrupted by SIGTERM" in (tmp_path / "err").read_text()
 
 
 def test_script_runs_as_python_would_run_it(tmp_path: Path) -> None:

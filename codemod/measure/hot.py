@@ -14,6 +14,7 @@ import bisect
 import importlib.metadata
 import json
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -21,6 +22,7 @@ import textwrap
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TextIO
 
 from codemod.measure import bench, guarded_bench, profile_script
 from codemod.model.errors import BadInput, CodemodError
@@ -72,19 +74,35 @@ class OpCalls:
 
 # ---------------------------------------------------------------- get a trace
 
-def profile(script: Path, args: tuple[str, ...]) -> dict:
-    """Run SCRIPT ARGS under the profiler in a subprocess; its trace. A script that fails is bad input (exit 2)."""
+def profile(script: Path, args: tuple[str, ...], output: TextIO) -> dict:
+    """Run SCRIPT ARGS under the profiler in a subprocess, leading a process group of its own (children.owned ends
+    it on SIGINT or SIGTERM), its output passed through (stdout to OUTPUT, stderr to ours); its trace. Only the
+    script is waited for: processes it leaves running are its own, as under python. A script that fails is bad
+    input (exit 2): its traceback shown above, the message names the script's line it raised from."""
     if not script.is_file():
         raise BadInput(f"{script}: no such script")
     with tempfile.TemporaryDirectory(prefix="codemod-hot-") as scratch:
-        trace_path = Path(scratch) / "trace.json"
-        command = [sys.executable, profile_script.__file__, str(trace_path), str(script), *args]
-        result = subprocess.run(command, capture_output=True, text=True)
-        if result.returncode != 0:
-            lines = [line for line in result.stderr.splitlines() if line.strip() and not line.startswith("USDT:")]
-            last = lines[-1] if lines else f"exit {result.returncode}, nothing on stderr"
-            raise BadInput(f"{script} failed under the profiler (exit {result.returncode}): {last}")
+        trace_path, failure_path = Path(scratch) / "trace.json", Path(scratch) / "failure.json"
+        command = [sys.executable, profile_script.__file__, str(trace_path), str(failure_path), str(script), *args]
+        output.flush()
+        sys.stderr.flush()
+        returncode = subprocess.Popen(command, stdout=output, start_new_session=True).wait()
+        if returncode != 0:
+            raise BadInput(f"{script} failed under the profiler ({_ended(returncode)}){_failure(failure_path)}")
         return read_trace(trace_path)
+
+
+def _ended(returncode: int) -> str:
+    return f"killed by {signal.Signals(-returncode).name}" if returncode < 0 else f"exit {returncode}"
+
+
+def _failure(failure_path: Path) -> str:
+    """`: where: error` from the script's failure record (profile_script), or nothing when it left none (an exit)."""
+    try:
+        failure = json.loads(failure_path.read_text())
+    except (OSError, ValueError):
+        return ""
+    return f": {failure['where']}: {failure['error']} (its traceback is above)"
 
 
 def read_trace(path: Path) -> dict:

@@ -1,6 +1,7 @@
 """`codemod hot SCRIPT.py`: which aten ops of a run are worth bypassing, by estimated saving."""
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import click
@@ -42,8 +43,8 @@ def hot(
             source = {"script": None, "args": [], "trace": str(trace_file)}
         else:
             script, *args = script_and_args
-            with progress.step(f"profile: {script} under torch.profiler"):
-                trace = hot_step.profile(Path(script), tuple(args))
+            with progress.step(f"profile: {script} under torch.profiler", passes_output_through=True):
+                trace = hot_step.profile(Path(script), tuple(args), sys.stderr if as_json else sys.stdout)
             source = {"script": script, "args": args, "trace": None}
         rows = hot_step.aggregate(trace)
         statuses = {status.op: status for status in catalog.catalog(tree)}
