@@ -267,6 +267,14 @@ def test_bench_guarded_has_the_plain_tables_columns_and_flags() -> None:
     assert re.search(r"  1\.22x +1\.04x ~noise noisy  ", table[4])
     assert "guarded: profiler records aten::mul; requires_grad input -> grad_fn none" in table
     assert not any("goal" in line for line in table)
+    assert table[0].startswith("mul: dispatcher `at::mul` vs plain `codemod_ext_mul::` vs guarded `codemod_guarded_ext_mul::mul`")
+    pyplot = bench.pyplot()
+    figure = bench.figure(measured, pyplot)
+    timing, ratio = figure.axes
+    assert [t.get_text() for t in timing.get_legend().get_texts()] == ["at::mul via dispatcher", "plain bypass", "guarded bypass"]
+    assert [t.get_text() for t in ratio.get_legend().get_texts()] == [
+        "dispatcher / plain (medians)", "dispatcher / guarded (medians)", "flagged: ~noise or noisy"]
+    pyplot.close(figure)
 
 
 def test_bench_times_the_call_people_write(target_tree: Path) -> None:

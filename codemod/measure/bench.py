@@ -26,6 +26,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from codemod.measure import guarded_ext
 from codemod.model import progress
 from codemod.model.errors import BadInput, VerificationFailed
 from codemod.plan.cpp import namespace_name
@@ -401,7 +402,7 @@ def table(measured: dict) -> str:
 
 
 def _path_call(op: str, path: str) -> str:
-    return {"dispatch": f"at::{op}", "bypass": f"{ext_namespace(op)}::", "guarded": f"at::{op} guarded"}[path]
+    return {"dispatch": f"at::{op}", "bypass": f"{ext_namespace(op)}::", "guarded": f"{guarded_ext.ext_namespace(op)}::{op}"}[path]
 
 
 def _load_line(load: dict) -> str:
@@ -479,7 +480,8 @@ def figure(measured: dict, pyplot):
     sizes = [row["numel"] for row in times]
     drawn, (timing, ratio) = pyplot.subplots(2, 1, sharex=True, figsize=(7, 7.5))
     for path, marker in zip(labels, ("o-", "s-", "^-")):
-        label = f"at::{op} via dispatcher" if path == "dispatch" else f"{labels[path]} bypass" if path == "guarded" else labels[path]
+        name = labels[path] if labels[path].endswith("bypass") else f"{labels[path]} bypass"  # "plain bypass"
+        label = f"at::{op} via dispatcher" if path == "dispatch" else name
         line, = timing.plot(sizes, [row[f"{path}_median_ns"] for row in times], marker, label=label)
         timing.fill_between(
             sizes, [row[f"{path}_q1_ns"] for row in times], [row[f"{path}_q3_ns"] for row in times],
@@ -491,13 +493,16 @@ def figure(measured: dict, pyplot):
                + f"\nload average {load['start'][0]:.2f} at start, {load['end'][0]:.2f} at end")
     timing.title.set_fontsize(9)
     timing.legend()
+    flagged_label = "flagged: ~noise or noisy"  # once in the legend
     for path in tuple(labels)[1:]:
         shown = [row for row in times if row["compared"][path]["median_ratio"] is not None]
-        line, = ratio.plot([row["numel"] for row in shown], [row["compared"][path]["median_ratio"] for row in shown], "o-",
-                           label=f"dispatcher / {labels[path]} (medians)")
+        ratio.plot([row["numel"] for row in shown], [row["compared"][path]["median_ratio"] for row in shown], "o-",
+                   label=f"dispatcher / {labels[path]} (medians)")
         flagged = [row for row in shown if row["compared"][path]["flags"]]
-        ratio.plot([row["numel"] for row in flagged], [row["compared"][path]["median_ratio"] for row in flagged], "x",
-                   color="red", markersize=10, label="flagged: ~noise or noisy" if path == "bypass" else None)
+        if flagged:
+            ratio.plot([row["numel"] for row in flagged], [row["compared"][path]["median_ratio"] for row in flagged], "x",
+                       color="red", markersize=10, label=flagged_label)
+            flagged_label = None
     ratio.axhline(1.0, color="grey", linewidth=0.8)
     ratio.set(xscale="log", xlabel="elements (unreliable sizes left out)", ylabel="dispatcher / bypass")
     ratio.legend()
