@@ -122,7 +122,7 @@ def test_mlp_verdicts_come_from_the_trees_catalog(mlp: tuple[dict, Path, Path]) 
         assert ops[name]["in_tree"] and ops[name]["bypassable"] and ops[name]["op"] == name.removeprefix("aten::")[:-1]
         covered = statuses[ops[name]["op"]]["overloads"]
         assert ops[name]["covered_calls"] == sum(n for overload, n in ops[name]["overloads"].items() if overload in covered)
-        assert ops[name]["cost"] == {"not_measured": "--no-measure"} and ops[name]["estimate"] == {"plain": None, "guarded": None}
+        assert ops[name]["cost"] == {"not_measured": "--no-measure"} and set(ops[name]["estimate"].values()) == {None}
     # addmm is not in target_tree's yaml: reported as absent, never as bypassable
     assert ops["aten::addmm"]["in_tree"] is False and ops["aten::addmm"]["bypassable"] is False
     assert ops["aten::addmm"]["reason"] == "not in the tree's native_functions.yaml"
