@@ -11,6 +11,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 import jsonschema
@@ -32,6 +33,42 @@ OUTPUT_SCHEMA = jsonschema.Draft202012Validator(json.loads(SCHEMA.read_text()))
 
 def run_codemod(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "codemod", *args], capture_output=True, text=True, cwd=REPO)
+
+
+def alive(pid: int) -> bool:
+    """Whether process PID runs (a zombie, ended but not yet reaped, does not)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+
+
+def ended(pids: list[int], seconds: float = 60) -> bool:
+    """Whether every process of PIDS ends within SECONDS (a signal takes a moment to land)."""
+    deadline = time.monotonic() + seconds
+    while any(alive(pid) for pid in pids) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    return not any(alive(pid) for pid in pids)
+
+
+def descendants(pid: int) -> dict[int, str]:
+    """The processes below PID (children, theirs, ...), by pid: their command names."""
+    parents, names = {}, {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            name, fields = stat.read_text().rsplit(")", 1)
+        except OSError:
+            continue
+        child = int(stat.parent.name)
+        parents[child], names[child] = int(fields.split()[1]), name.split("(", 1)[1]
+    found, frontier = {}, [pid]
+    while frontier:
+        parent = frontier.pop()
+        for child, its_parent in parents.items():
+            if its_parent == parent and child not in found:
+                found[child] = names[child]
+                frontier.append(child)
+    return found
 
 
 def snapshot(root: Path) -> dict[str, bytes]:

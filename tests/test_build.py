@@ -9,6 +9,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -23,7 +24,7 @@ from codemod.model.tree import locate
 from codemod.plan import cpp as plan_cpp
 from codemod.plan.plan import op_entries
 from codemod.verify import build, bypass_ext, captured, checks, compiler, harness, signature
-from tests.conftest import OUTPUT_SCHEMA, run_codemod
+from tests.conftest import OUTPUT_SCHEMA, REPO, descendants, ended, run_codemod
 
 
 @pytest.fixture(scope="module")
@@ -167,11 +168,17 @@ def test_callgrind_call_paths_show_what_only_the_dispatcher_runs(built: compiler
     assert bypass == ["bypass_functional", "codemod_ext_mul::mul", "codemod_ext_mul::codemod_bypass_mul::wrapper_CPU_mul_Tensor"]
     # both end in the same CPU wrapper: libtorch's copy and the extension's
     assert dispatch[-1] == "at::wrapper_CPU_mul_Tensor"
-    only = {f["function"] for f in report["dispatcher_only"]}
+    above = {f["function"] for f in report["above_kernel"]["dispatch"]}
     assert {"at::_ops::mul_Tensor::call", "torch::autograd::VariableType::mul_Tensor",
-            "at::_ops::mul_Tensor::redispatch", "c10::impl::OperatorEntry::lookup"} <= only
-    assert not only & set(bypass)
-    assert report["dispatcher_only_self_per_call"] > 0
+            "at::_ops::mul_Tensor::redispatch", "at::getStepCallbacksUnlessEmpty"} <= above
+    assert not above & set(bypass)
+    assert {f["function"] for f in report["above_kernel"]["bypass"]} == {"codemod_ext_mul::mul"}
+    # the own instructions above the kernel add up to the entry's callees less the kernel
+    for path, graph in graphs.items():
+        entry = graph.entry(f"{path}_functional(")
+        kernel = next(n for n in graph.functions() if bench.short_name(n) == report["call_path"][path][-1]["function"])
+        expected = (sum(graph.inclusive[entry].values()) - graph.inclusive_cost(kernel)) / calls
+        assert report["above_kernel_per_call"][path] == pytest.approx(expected, abs=1)
 
 
 def test_short_names_drop_templates_parameters_and_return_types() -> None:
@@ -223,12 +230,16 @@ def test_cli_build_and_bench_json(built: compiler.Built, target_tree: Path) -> N
     assert result.returncode == 0, result.stderr
     assert "cache hit" in result.stderr and "0 failed" in result.stderr
 
-    result = run_codemod("bench", "mul", "--tree", str(target_tree), "--json", "--no-callgrind", "--size", "2")
+    # issue 20: `--size 2 1000` as the usage line shows it (several sizes after one --size)
+    result = run_codemod("bench", "mul", "--tree", str(target_tree), "--json", "--no-callgrind", "--size", "2", "1000")
     assert result.returncode == 0, result.stderr
     report = json.loads(result.stdout)
     OUTPUT_SCHEMA.validate(report)
-    (row,) = report["wall"]
-    assert row["numel"] == 2 and row["dispatch_ns"] > 0 and row["bypass_ns"] > 0
+    assert [row["numel"] for row in report["wall"]] == [2, 1000]
+    row = report["wall"][0]
+    assert row["dispatch_ns"] > 0 and row["bypass_ns"] > 0
+    assert report["call"] == built.timed_call and report["mode"] == "plain"
+    assert all(len(report["load_average"][when]) == 3 for when in ("start", "end"))
     assert report["observed"]["dispatch"]["profiler_events"] == ["aten::mul"]
     assert report["observed"]["bypass"]["grad_fn"] is None
     assert report["callgrind"] is None
@@ -277,3 +288,25 @@ def test_checkout_build_runs_the_checkouts_own_build_with_the_labs_flags(tree: P
     monkeypatch.setenv("STAND_IN_EXIT", "3")
     failed = run_codemod("build", "mul", "--tree", str(tree), "--checkout")
     assert failed.returncode == 1 and "the checkout's build failed (exit 3" in failed.stderr
+
+
+def test_sigterm_during_the_compile_check_ends_gxx_and_removes_temporary_directories(tree: Path, tmp_path: Path) -> None:
+    """Issue 18: a signal must end every child of the run, however deep (the compile check's g++ run in threads,
+    each with its cc1plus), and leave no temporary directory. A private build cache, so g++ really runs."""
+    temporary = tmp_path / "tmp"
+    temporary.mkdir()
+    env = {**os.environ, "TMPDIR": str(temporary), "CODEMOD_BUILD_CACHE": str(tmp_path / "cache")}
+    with (tmp_path / "err").open("w") as stderr:
+        bypass = subprocess.Popen([sys.executable, "-m", "codemod", "bypass", "mul", "--tree", str(tree), "--no-build"],
+                                  stdout=subprocess.DEVNULL, stderr=stderr, cwd=REPO, env=env)
+    compilers: dict[int, str] = {}
+    while not compilers:
+        assert bypass.poll() is None, f"ended before running g++: {(tmp_path / 'err').read_text()}"
+        compilers = {pid: name for pid, name in descendants(bypass.pid).items() if name in ("g++", "cc1plus")}
+        time.sleep(0.2)
+    running = list(descendants(bypass.pid))
+    bypass.send_signal(signal.SIGTERM)
+    assert bypass.wait(timeout=300) == 128 + signal.SIGTERM
+    assert ended(running), {pid: name for pid, name in descendants(os.getpid()).items() if pid in running}
+    assert "codemod: interrupted by SIGTERM" in (tmp_path / "err").read_text()
+    assert [p.name for p in temporary.iterdir()] == []

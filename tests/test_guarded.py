@@ -3,12 +3,15 @@ from __future__ import annotations
 
 import difflib
 import json
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 
+from codemod.measure import bench, guarded_bench
 from codemod.model import native_yaml
-from codemod.model.tree import NATIVE_FUNCTIONS
+from codemod.model.tree import NATIVE_FUNCTIONS, locate
+from codemod.verify import compiler
 from tests.conftest import OUTPUT_SCHEMA, run_codemod, snapshot
 
 GENERATED_ELSEWHERE = ("aten/src/ATen/native/BinaryOps.cpp", "tools/autograd/derivatives.yaml", "torch/csrc/jit/runtime/static/ops.cpp")
@@ -64,3 +67,39 @@ def test_bench_guarded_times_three_paths_in_one_process(target_tree: Path) -> No
     assert report["mode"] == "guarded" and report["callgrind"] is None
     (row,) = report["wall"]
     assert row["numel"] == 2 and all(row[f"{path}_ns"] > 0 for path in ("dispatch", "bypass", "guarded"))
+    assert set(row["compared"]) == {"bypass", "guarded"} and report["call"].startswith("mul.Tensor(")
+    # the guard keeps what the dispatcher does: the profiler sees the op (so the guard sent it to the dispatcher)
+    assert report["observed"]["guarded"] == {"profiler_events": ["aten::mul"], "requires_grad": True, "grad_fn": "MulBackward0"}
+
+
+def test_guarded_path_above_its_kernel_is_the_guard_alone(target_tree: Path, tmp_path: Path) -> None:
+    """Issue 20: "run only on the guarded path" listed `structured_lcm_out_functional::maybe_get_output` and
+    `~TensorIteratorBase`: code below the kernel that callgrind names differently on each path (folded by the
+    linker, or inlined into the extension's copy). Each path is now read down to its own kernel, the one the
+    dispatcher runs too; above it, the guarded path runs the guard alone."""
+    calls = 20
+    executable = guarded_bench.build(locate(target_tree), "mul").executable
+    paths = tuple(bench.LABELS["guarded"])
+    with ThreadPoolExecutor(len(paths)) as pool:  # valgrind loading libtorch dominates: run them at once
+        texts = pool.map(lambda path: bench.callgrind_run(executable, path, calls, tmp_path, True), paths)
+    report = bench.call_paths("mul", dict(zip(paths, map(bench.parse_callgrind, texts))), calls)
+    guarded = [step["function"] for step in report["call_path"]["guarded"]]
+    assert guarded[0] == "guarded_functional" and guarded[-1] == report["call_path"]["dispatch"][-1]["function"]
+    above = [f["function"] for f in report["above_kernel"]["guarded"]]
+    assert "at::getStepCallbacksUnlessEmpty" in above and "codemod_guarded_ext_mul::mul" in above
+    assert not [f for f in above if "structured_" in f or "TensorIterator" in f]
+
+
+def test_a_linker_folded_function_is_named_so() -> None:
+    """libtorch's linker folded mul's and lcm's identical `maybe_get_output` into one copy; callgrind names it after
+    lcm's. Named after the op measured, and said folded."""
+    libtorch = Path(compiler.torch_dir(), "lib", "libtorch_cpu.so")
+    graph = bench.CallGraph()
+    folded = "at::(anonymous namespace)::structured_lcm_out_functional::maybe_get_output(long)"
+    graph.objects[folded] = str(libtorch)
+    named = bench.linker_name(graph, folded, "mul")
+    assert named.startswith("at::structured_mul_out_functional::maybe_get_output (linker-folded with ")
+    assert named.endswith("; callgrind names it at::structured_lcm_out_functional::maybe_get_output)")
+    alone = "at::_ops::mul_Tensor::call(at::Tensor const&, at::Tensor const&)"
+    graph.objects[alone] = str(libtorch)
+    assert bench.linker_name(graph, alone, "mul") == "at::_ops::mul_Tensor::call"

@@ -19,7 +19,7 @@ from codemod.measure import bench, guarded_ext
 from codemod.model.errors import VerificationFailed
 from codemod.model.tree import NATIVE_SOURCES, TEMPLATES, locate
 from codemod.plan import cpp_format
-from codemod.verify import build, captured
+from codemod.verify import build, captured, harness
 from tests.conftest import FIXTURES, OUTPUT_SCHEMA, REPO, pristine_copy, run_codemod, snapshot
 
 README = (REPO / "README.md").read_text()
@@ -190,22 +190,100 @@ def _users_lines(lines: list[str]) -> list[str]:
 def test_bench_reports_median_and_interquartile_range_and_flags_noise(target_tree: Path) -> None:
     pyplot = bench.pyplot()
     built = build.build(locate(target_tree), "mul")
-    rows = bench.wall_times(built.executable, (2, 4096))
+    measured = bench.measure(built.executable, "mul", "plain", built.timed_call, (2, 4096), count=False)
+    rows = measured["wall"]
     for row in rows:
         for path in bench.PATHS:
             assert len(row[f"{path}_rounds_ns"]) == row["rounds"]
             assert row[f"{path}_ns"] <= row[f"{path}_q1_ns"] <= row[f"{path}_median_ns"] <= row[f"{path}_q3_ns"]
         overlap = row["dispatch_q1_ns"] <= row["bypass_q3_ns"] and row["bypass_q1_ns"] <= row["dispatch_q3_ns"]
-        assert row["within_noise"] is overlap
-    noisy = {**rows[0], "dispatch_q3_ns": rows[0]["bypass_q3_ns"] * 2, "dispatch_q1_ns": 0.0, "within_noise": True}
-    table = bench.table("mul", [noisy, rows[1]], {p: {"profiler_events": [], "grad_fn": None} for p in bench.PATHS}, None, built.timed_call)
-    assert "median [interquartile range]" in table and " ~noise" in table.splitlines()[3]
-    assert "interquartile ranges overlap at this size" in table
-    figure = bench.figure("mul", rows, pyplot)
+        assert ("~noise" in row["compared"]["bypass"]["flags"]) is overlap
+    table = bench.table(measured).splitlines()
+    assert table[0].startswith("mul: dispatcher `at::mul` vs bypass") and table[0].endswith(built.timed_call)
+    assert re.fullmatch(r"load average \(1, 5, 15 min\) [\d. ]+ at start, [\d. ]+ at end, on \d+ cores", table[1])
+    assert "median [interquartile range]" in table[2]
+    figure = bench.figure(measured, pyplot)
     timing, _ = figure.axes
     assert [t.get_text() for t in timing.get_legend().get_texts()] == ["at::mul via dispatcher", "bypass"]
     assert len(timing.collections) == 2  # one interquartile band per path
+    assert "mul.Tensor(" in timing.get_title() and "load average" in timing.get_title()
     pyplot.close(figure)
+
+
+def _rounds(best: float, median: float, spread: float) -> list[float]:
+    """41 rounds: BEST once, the rest spread evenly over MEDIAN +- SPREAD / 2 (so the interquartile range is about
+    SPREAD / 2)."""
+    return [best] + [median - spread / 2 + spread * i / 39 for i in range(40)]
+
+
+def _row(numel: int, **paths: tuple[float, float, float]) -> dict:
+    row = {"numel": numel, "rounds": 41}
+    for path, (best, median, spread) in paths.items():
+        row[f"{path}_ns"], row[f"{path}_rounds_ns"] = best, _rounds(best, median, spread)
+    return row
+
+
+def test_bench_flags_rows_it_cannot_trust() -> None:
+    """Issue 20: under load a 65,536-element median of 9,884,159 ns (best round 4,217) stood above the 1M median,
+    flagged only ~noise. Each flag holds on its own condition; an unreliable row shows no ratio."""
+    rows = bench.summarized([
+        _row(2, dispatch=(600, 620, 10), bypass=(500, 510, 10)),  # clean: no flag
+        _row(16, dispatch=(600, 700, 200), bypass=(500, 690, 200)),  # ranges overlap and pass 10%: both flags
+        _row(65_536, dispatch=(4_217, 9_884_159, 9_000_000), bypass=(4_100, 4_300, 100)),  # median 2,344x its best
+        _row(131_072, dispatch=(8_000, 8_100, 100), bypass=(7_900, 8_000, 100)),
+        _row(1_048_576, dispatch=(60_000, 61_000, 500), bypass=(59_000, 60_000, 500)),
+        _row(4_096, dispatch=(150_000, 200_000, 100), bypass=(1_000, 1_100, 10)),  # above larger sizes' medians
+    ], bench.PATHS)
+    flags = {row["numel"]: row["compared"]["bypass"]["flags"] for row in rows}
+    assert flags == {2: [], 16: ["~noise", "noisy"], 65_536: ["unreliable", "noisy"], 131_072: [], 1_048_576: [],
+                     4_096: ["unreliable"]}
+    by_size = {row["numel"]: row for row in rows}
+    assert re.fullmatch(r"median 2,\d{3}x the best round", by_size[65_536]["dispatch_unreliable"])
+    assert by_size[4_096]["dispatch_unreliable"] == "median above the 131,072-element median"
+    assert by_size[65_536]["compared"]["bypass"]["median_ratio"] is None
+    clean = by_size[2]
+    assert clean["compared"]["bypass"]["median_ratio"] == clean["dispatch_median_ns"] / clean["bypass_median_ns"]
+    measured = {"op": "mul", "mode": "plain", "call": "mul.Tensor(self=float32[N], other=float32[N])", "wall": rows,
+                "load_average": {"start": [1.0, 2.0, 3.0], "end": [4.0, 5.0, 6.0]}, "callgrind": None,
+                "observed": {p: {"profiler_events": [], "grad_fn": None} for p in bench.PATHS}}
+    table = bench.table(measured).splitlines()
+    assert table[1].startswith("load average (1, 5, 15 min) 1.00 2.00 3.00 at start, 4.00 5.00 6.00 at end")
+    shown = {int(line.split()[0].replace(",", "")): line for line in table[4:10]}
+    assert "  - unreliable noisy  " in shown[65_536] and "x ~noise noisy  " in shown[16]
+    assert not re.search(r"x (~noise|noisy|unreliable)", shown[2])
+    assert [line.split(":")[0] for line in table[10:13]] == ["unreliable", "~noise", "noisy"]
+
+
+def test_bench_guarded_has_the_plain_tables_columns_and_flags() -> None:
+    paths = tuple(bench.LABELS["guarded"])
+    rows = bench.summarized([_row(2, dispatch=(600, 620, 10), bypass=(500, 510, 10), guarded=(520, 600, 200))], paths)
+    measured = {"op": "mul", "mode": "guarded", "call": "mul.Tensor(...)", "wall": rows, "callgrind": None,
+                "load_average": {"start": [1.0, 1.0, 1.0], "end": [1.0, 1.0, 1.0]},
+                "observed": {p: {"profiler_events": ["aten::mul"] if p != "bypass" else [], "grad_fn": None} for p in paths}}
+    table = bench.table(measured).splitlines()
+    assert table[2] == "ns/call over 41 rounds: median [interquartile range], ratio of the medians, and the best round"
+    assert table[3].split() == ["elements", "dispatcher", "plain", "guarded", "plain", "ratio", "guarded", "ratio",
+                                "dispatcher", "plain", "guarded"]
+    assert re.search(r"  1\.22x +1\.04x ~noise noisy  ", table[4])
+    assert "guarded: profiler records aten::mul; requires_grad input -> grad_fn none" in table
+    assert not any("goal" in line for line in table)
+    assert table[0].startswith("mul: dispatcher `at::mul` vs plain `codemod_ext_mul::` vs guarded `codemod_guarded_ext_mul::mul`")
+    pyplot = bench.pyplot()
+    figure = bench.figure(measured, pyplot)
+    timing, ratio = figure.axes
+    assert [t.get_text() for t in timing.get_legend().get_texts()] == ["at::mul via dispatcher", "plain bypass", "guarded bypass"]
+    assert [t.get_text() for t in ratio.get_legend().get_texts()] == [
+        "dispatcher / plain (medians)", "dispatcher / guarded (medians)", "flagged: ~noise or noisy"]
+    pyplot.close(figure)
+
+
+def test_bench_times_the_call_people_write(target_tree: Path) -> None:
+    """Issue 20: `bench add` timed add(a, b, alpha=2); people write `a + b`. Every argument with a default takes it."""
+    tree = locate(target_tree)
+    for op, call in (("add", "add.Tensor(self=float32[N], other=float32[N], alpha=1)"),
+                     ("sum", "sum.dim_IntList(self=float32[N], dim=[0], keepdim=False, dtype=None)")):
+        entries, capture = captured.bypassed_or_current(tree, op)
+        assert harness.timed_call(capture, entries.groups[0]).shown.startswith(call + " [")
 
 
 def test_call_paths_wrap_at_arrows() -> None:

@@ -10,7 +10,7 @@ from pathlib import Path
 import click
 
 from codemod.apply import journal, transaction
-from codemod.cli import catalog, report
+from codemod.cli import catalog, children, report
 from codemod.model import op_name
 from codemod.model.errors import EXIT_OK, BadInput, CodemodError
 from codemod.model.tree import NATIVE_FUNCTIONS, Tree, locate
@@ -26,19 +26,23 @@ def say(message: str = "") -> None:
 
 
 def run(action, json_command: str | None = None, finishes_transactions: bool = False) -> None:
-    """Run ACTION; on a CodemodError say why and exit with its code (as JSON too, for a --json command).
+    """Run ACTION, owning its child processes (children.owned); on a CodemodError say why and exit with its code
+    (as JSON too, for a --json command); on SIGINT or SIGTERM, end its children and exit 128 + the signal.
 
     A command on a tree first refuses (exit 2) while a transaction there is unfinished, unless it is the
     one that FINISHES_TRANSACTIONS (`recover`)."""
     try:
-        tree_root = click.get_current_context().params.get("tree_root")
-        if tree_root is not None and not finishes_transactions:
-            transaction.refuse_if_interrupted(Path(tree_root).resolve())
-        action()
-    except CodemodError as error:
-        say(f"codemod: {error}")
+        with children.owned():
+            tree_root = click.get_current_context().params.get("tree_root")
+            if tree_root is not None and not finishes_transactions:
+                transaction.refuse_if_interrupted(Path(tree_root).resolve())
+            action()
+    except (CodemodError, children.Interrupted) as error:
+        message = str(error) if isinstance(error, CodemodError) else (
+            f"interrupted by {error}: its child processes ended, its temporary files removed")
+        say(f"codemod: {message}")
         if json_command is not None:
-            click.echo(report.dumps(report.error(json_command, str(error), error.exit_code)))
+            click.echo(report.dumps(report.error(json_command, message, error.exit_code)))
         sys.exit(error.exit_code)
     sys.exit(EXIT_OK)
 

@@ -71,9 +71,9 @@ def ops(statuses: list[OpStatus]) -> dict:
     return {"command": "ops", "ops": [s.to_dict() for s in statuses]}
 
 
-def bench(mode: str, measured: dict) -> dict:
-    """MODE "plain" (two paths) or "guarded" (three); MEASURED: op, wall, callgrind, ... as bench measured them."""
-    return {"command": "bench", "mode": mode, **measured}
+def bench(measured: dict) -> dict:
+    """MEASURED: op, mode ("plain": two paths, "guarded": three), call, load_average, wall, ... as bench measured them."""
+    return {"command": "bench", **measured}
 
 
 def error(command: str, message: str, exit_code: int) -> dict:

@@ -14,6 +14,7 @@ import bisect
 import importlib.metadata
 import json
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -21,15 +22,16 @@ import textwrap
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TextIO
 
-from codemod.measure import guarded_bench, profile_script
+from codemod.measure import bench, guarded_bench, profile_script
 from codemod.model import cache, json_file
 from codemod.model.errors import BadInput, CodemodError
 from codemod.model.native_yaml import op_name
 from codemod.model.tree import Tree
-from codemod.verify import compiler
 
 MODES = ("plain", "guarded")
+GUARDED_PATHS = tuple(bench.LABELS["guarded"])
 _CPU_CATEGORIES = {"cpu_op", "user_annotation", "python_function"}
 # dtypes whose tensors carry a Quantized key, which the guard sends to the dispatcher
 _QUANTIZED = {"c10::quint8", "c10::qint8", "c10::qint32", "c10::quint4x2", "c10::quint2x4"}
@@ -45,15 +47,19 @@ GUARD_JUDGED = (
     "the share is an upper bound. While profiling, the guard lets nothing through (the profiler is a RecordFunction "
     "callback): the share is for the same run without a profiler."
 )
-ESTIMATE_LEAVES_OUT = (
-    "an estimate, in instructions: calls x (dispatcher - bypass) instructions/call as callgrind counts them for the "
-    "functional overload on 2-element float32 tensors; in-place and out= calls are assumed to cost the same",
-    "calls of overloads the bypass does not cover (aten::mul.Scalar) count nothing; a trace without overload "
-    "names counts every call of the name",
-    "the guard's own cost on calls it sends to the dispatcher, and whatever the plain bypass breaks "
-    "(autograd, the profiler, other backends: see `codemod bypass OP --dry-run`)",
-    "time: instructions are not nanoseconds, and cache or branch effects of a smaller dispatcher path are not counted",
+ESTIMATE = (
+    "calls x the instructions a bypass saves per call (callgrind, the functional overload on 2-element float32 "
+    "tensors: in-place and out= calls are assumed to cost the same, calls of overloads the bypass does not cover count "
+    "none, and a trace without overload names counts every call of the name), in time at the rate this machine runs "
+    "the dispatcher's path (its best round over its instructions)"
 )
+ESTIMATE_LEAVES_OUT = (
+    "cache and branch effects",
+    "the guard's own cost on the calls it sends to the dispatcher",
+    "what a plain bypass breaks (autograd, the profiler, other backends: see `codemod bypass OP --dry-run`)",
+)
+# Below this share of the profiled run, a bypass is not worth its cost (losses, or the guard's upkeep) for the script.
+WORTH_IT_SHARE = 0.01
 
 
 @dataclass
@@ -72,19 +78,35 @@ class OpCalls:
 
 # ---------------------------------------------------------------- get a trace
 
-def profile(script: Path, args: tuple[str, ...]) -> dict:
-    """Run SCRIPT ARGS under the profiler in a subprocess; its trace. A script that fails is bad input (exit 2)."""
+def profile(script: Path, args: tuple[str, ...], output: TextIO) -> dict:
+    """Run SCRIPT ARGS under the profiler in a subprocess, leading a process group of its own (children.owned ends
+    it on SIGINT or SIGTERM), its output passed through (stdout to OUTPUT, stderr to ours); its trace. Only the
+    script is waited for: processes it leaves running are its own, as under python. A script that fails is bad
+    input (exit 2): its traceback shown above, the message names the script's line it raised from."""
     if not script.is_file():
         raise BadInput(f"{script}: no such script")
     with tempfile.TemporaryDirectory(prefix="codemod-hot-") as scratch:
-        trace_path = Path(scratch) / "trace.json"
-        command = [sys.executable, profile_script.__file__, str(trace_path), str(script), *args]
-        result = subprocess.run(command, capture_output=True, text=True)
-        if result.returncode != 0:
-            lines = [line for line in result.stderr.splitlines() if line.strip() and not line.startswith("USDT:")]
-            last = lines[-1] if lines else f"exit {result.returncode}, nothing on stderr"
-            raise BadInput(f"{script} failed under the profiler (exit {result.returncode}): {last}")
+        trace_path, failure_path = Path(scratch) / "trace.json", Path(scratch) / "failure.json"
+        command = [sys.executable, profile_script.__file__, str(trace_path), str(failure_path), str(script), *args]
+        output.flush()
+        sys.stderr.flush()
+        returncode = subprocess.Popen(command, stdout=output, start_new_session=True).wait()
+        if returncode != 0:
+            raise BadInput(f"{script} failed under the profiler ({_ended(returncode)}){_failure(failure_path)}")
         return read_trace(trace_path)
+
+
+def _ended(returncode: int) -> str:
+    return f"killed by {signal.Signals(-returncode).name}" if returncode < 0 else f"exit {returncode}"
+
+
+def _failure(failure_path: Path) -> str:
+    """`: where: error` from the script's failure record (profile_script), or nothing when it left none (an exit)."""
+    try:
+        failure = json.loads(failure_path.read_text())
+    except (OSError, ValueError):
+        return ""
+    return f": {failure['where']}: {failure['error']} (its traceback is above)"
 
 
 def read_trace(path: Path) -> dict:
@@ -207,14 +229,18 @@ def _refusals(args: dict, made_node: bool | None) -> set[str]:
 
 def per_call_cost(tree: Tree, op: str) -> dict:
     """Callgrind instructions per call of at::OP through the dispatcher, the plain bypass and the guarded bypass
-    (guarded_bench's harness), measured once per op and torch version and cached in the build cache."""
+    (guarded_bench's harness), and the best round's ns/call of each on 2-element tensors; measured once per op and
+    torch version and cached in the build cache."""
     version = importlib.metadata.version("torch")
-    cached = cache.cache_dir() / f"hot-cost-{op}-torch-{version}.json"
+    cached = cache.cache_dir() / f"hot-cost-{op}-torch-{version}-timed.json"
     if cached.is_file():
         return json.loads(cached.read_text())
-    built = compiler.compile_source(guarded_bench.render(tree, op), name=f"guarded-bench-{op}")
-    per_call = guarded_bench.instructions(built.executable, op)["per_call"]
-    cost = {"torch": version, **{path: round(per_call[path], 1) for path in guarded_bench.PATHS}}
+    executable = guarded_bench.build(tree, op).executable
+    instructions = bench.count(executable, GUARDED_PATHS)[0]
+    (timed,) = bench.wall_times(executable, (2,), GUARDED_PATHS)
+    cost = {"torch": version, "load_average": bench.load_average(),
+            **{path: round(instructions[path]["per_call"], 1) for path in GUARDED_PATHS},
+            "ns": {path: timed[f"{path}_ns"] for path in GUARDED_PATHS}}
     cached.parent.mkdir(parents=True, exist_ok=True)
     tmp = cached.with_suffix(f".tmp{os.getpid()}")
     tmp.write_text(json.dumps(cost))
@@ -229,30 +255,91 @@ def measured_cost(tree: Tree, op: str) -> dict:
     except CodemodError as error:
         return {"not_measured": str(error).splitlines()[0]}
     return {
-        "instructions_per_call": {path: cost[path] for path in guarded_bench.PATHS},
+        "instructions_per_call": {path: cost[path] for path in GUARDED_PATHS},
         "saving_per_call": {"plain": round(cost["dispatch"] - cost["bypass"], 1),
                             "guarded": round(cost["dispatch"] - cost["guarded"], 1)},
+        "ns_per_instruction": round(cost["ns"]["dispatch"] / cost["dispatch"], 4),
     }
 
 
 # ---------------------------------------------------------------- the report
 
-def report(rows: list[OpCalls], statuses: dict, costs: dict[str, dict], source: dict) -> dict:
+def report(rows: list[OpCalls], statuses: dict, costs: dict[str, dict], source: dict, run_us: float, top: int) -> dict:
     """The `hot` object of output.schema.json. STATUSES: op -> the tree's catalog status (codemod ops), ops absent
-    from the tree left out; COSTS: op -> measured_cost, or {"not_measured": why} for ops not measured."""
-    ops = [_op_report(row, statuses.get(_op_of(row.name, statuses)), costs) for row in rows]
+    from the tree left out; COSTS: op -> measured_cost, or {"not_measured": why} for ops not measured; RUN_US: the
+    profiled run's wall time; TOP: how many ops the total and the verdict are about."""
+    ops = [_op_report(row, statuses.get(_op_of(row.name, statuses)), costs, run_us) for row in rows]
     ops.sort(key=lambda o: (-(o["estimate"]["plain"] or -1), -(o["estimate"]["guarded"] or -1), not o["bypassable"],
                             -o["calls"], o["name"]))
-    return {
+    hot = {
         "command": "hot",
         **source,
         "torch": importlib.metadata.version("torch"),
         "total_self_cpu_us": round(sum(r.self_cpu_us for r in rows), 3),
+        "run_us": round(run_us, 3),
         "ranked_by": "estimated instructions saved by a plain bypass, then by a guarded one; then bypassable ops first, by calls",
         "guard_judged": GUARD_JUDGED,
+        "estimate_is": ESTIMATE,
         "estimate_leaves_out": list(ESTIMATE_LEAVES_OUT),
         "ops": ops,
     }
+    bypassable = [o for o in ops if o["bypassable"]]
+    hot["top"] = _top_total(ops, top_ops(hot, "plain", top), run_us) if bypassable else None
+    hot["verdict"] = verdict(hot)
+    return hot
+
+
+def run_span_us(trace: dict) -> float:
+    """The profiled run's wall time: from the first CPU event's start to the last one's end (profiler included)."""
+    events = [e for e in trace["traceEvents"] if e.get("ph") == "X" and e.get("cat") in _CPU_CATEGORIES]
+    return max(e["ts"] + e.get("dur", 0) for e in events) - min(e["ts"] for e in events) if events else 0.0
+
+
+def _top_total(ops: list[dict], names: list[str], run_us: float) -> dict:
+    """The estimated saving of bypassing the ops NAMES (each op's profiler names summed), against the run."""
+    chosen = [o for o in ops if o["bypassable"] and o["op"] in names]
+    total = {"ops": names}
+    for mode in MODES:
+        measured = [o["estimate"][mode] for o in chosen if o["estimate"][mode] is not None]
+        total[mode] = sum(measured) if measured else None
+        time_us = [o["estimate"][f"{mode}_us"] for o in chosen if o["estimate"][f"{mode}_us"] is not None]
+        total[f"{mode}_us"] = round(sum(time_us), 3) if time_us else None
+        total[f"{mode}_share"] = _share(total[f"{mode}_us"], run_us)
+    return total
+
+
+def _share(time_us: float | None, run_us: float) -> float | None:
+    return round(time_us / run_us, 6) if time_us is not None and run_us else None
+
+
+def verdict(hot: dict) -> str:
+    """One sentence a user can act on: what bypassing the top ops would save of this run, and whether to."""
+    top = hot["top"]
+    if top is None:
+        return "No op of this run is bypassable in this tree, so no bypass can speed it up."
+    names = _names(top["ops"])
+    if top["plain_us"] is None:
+        return (f"{names} {'is' if len(top['ops']) == 1 else 'are'} bypassable here; run `codemod hot` without --no-measure "
+                "(or see why an op was not measured above) to estimate what bypassing would save.")
+    run = _time(hot["run_us"])
+    saving = f"about {_time(top['plain_us'])} of this {run} run ({_percent(top['plain_share'])})"
+    if (top["plain_share"] or 0) < WORTH_IT_SHARE:
+        return f"Bypassing {names} would save {saving}: not worth it for this script."
+    return (f"Bypassing {names} would save {saving}: worth trying with `codemod hot ... --json > hot.json` then "
+            f"`codemod bypass --from-hot hot.json --top {len(top['ops'])}` (add --guarded to keep autograd and the "
+            "profiler), and profiling the run again.")
+
+
+def _names(ops: list[str]) -> str:
+    return ops[0] if len(ops) == 1 else f"{', '.join(ops[:-1])} and {ops[-1]}"
+
+
+def _time(us: float) -> str:
+    return f"{us / 1e6:,.2f} s" if us >= 1e6 else f"{us / 1e3:,.1f} ms" if us >= 1e3 else f"{us:,.1f} us"
+
+
+def _percent(share: float | None) -> str:
+    return "-" if share is None else "<0.01%" if 0 < share < 0.0001 else f"{share:.2%}"
 
 
 def ops_to_measure(rows: list[OpCalls], statuses: dict) -> list[str]:
@@ -266,7 +353,7 @@ def _op_of(name: str, statuses: dict) -> str:
     return base if base in statuses else op_name(base)
 
 
-def _op_report(row: OpCalls, status, costs: dict[str, dict]) -> dict:
+def _op_report(row: OpCalls, status, costs: dict[str, dict], run_us: float) -> dict:
     op = _op_of(row.name, {status.op: status} if status else {})
     covered_by = set(status.overloads) if status is not None and status.bypassable else None
     covered = [o for o in row.overloads if covered_by is None or o == "" or o in covered_by]
@@ -274,7 +361,6 @@ def _op_report(row: OpCalls, status, costs: dict[str, dict]) -> dict:
     refused = sum((row.refused.get(o, Counter()) for o in covered), Counter())
     let_through = covered_calls - sum(row.refused_calls[o] for o in covered)
     cost = costs.get(op) or {"not_measured": "not bypassable: no bypass to compare with" if covered_by is None else "not measured"}
-    saving = cost.get("saving_per_call")
     return {
         "name": row.name,
         "op": op,
@@ -294,11 +380,20 @@ def _op_report(row: OpCalls, status, costs: dict[str, dict]) -> dict:
             "without_autograd_record": sum(row.without_autograd_record[o] for o in covered),
         },
         "cost": cost,
-        "estimate": {
-            "plain": round(covered_calls * saving["plain"]) if saving and covered_by is not None else None,
-            "guarded": round(let_through * saving["guarded"]) if saving and covered_by is not None else None,
-        },
+        "estimate": _estimate({"plain": covered_calls, "guarded": let_through}, cost, run_us) if covered_by is not None
+        else _estimate({}, {}, run_us),
     }
+
+
+def _estimate(calls: dict[str, int], cost: dict, run_us: float) -> dict:
+    """Per mode: CALLS x the instructions saved per call, that in time at the measured rate, and its share of the run."""
+    estimate = {}
+    for mode in MODES:
+        saving = cost.get("saving_per_call")
+        instructions = round(calls[mode] * saving[mode]) if saving and mode in calls else None
+        time_us = round(instructions * cost["ns_per_instruction"] / 1000, 3) if instructions is not None else None
+        estimate |= {mode: instructions, f"{mode}_us": time_us, f"{mode}_share": _share(time_us, run_us)}
+    return estimate
 
 
 # ---------------------------------------------------------------- show
@@ -308,25 +403,38 @@ def table(hot: dict) -> str:
     width = max([len("op"), *(len(o["name"]) for o in hot["ops"])])
     lines = [
         f"{source}: {len(hot['ops'])} aten ops, {sum(o['calls'] for o in hot['ops']):,} calls, "
-        f"{hot['total_self_cpu_us'] / 1000:,.1f} ms self CPU (torch {hot['torch']}); ranked by estimated saving",
+        f"{hot['total_self_cpu_us'] / 1000:,.1f} ms self CPU in a {_time(hot['run_us'])} profiled run (torch {hot['torch']}); "
+        "ranked by estimated saving",
         f"{'':<{width}} {'':>7} {'self CPU':>10} {'guard lets':>12} {'instructions/call saved':>24} "
-        f"{'estimated instructions':>24}",
-        f"{'op':<{width}} {'calls':>7} {'us':>10} {'through':>12} {'plain':>11} {'guarded':>12} {'plain':>11} {'guarded':>12}  bypass",
+        f"{'estimated saving: time (share of the run)':>44}",
+        f"{'op':<{width}} {'calls':>7} {'us':>10} {'through':>12} {'plain':>11} {'guarded':>12} {'plain':>21} {'guarded':>22}  bypass",
     ]
     for o in hot["ops"]:
         guard = f"{o['guard']['let_through']}/{o['covered_calls']}" if o["covered_calls"] else "-"
         saving = o["cost"].get("saving_per_call")
         per_call = f"{saving['plain']:>11,.0f} {saving['guarded']:>12,.0f}" if saving else f"{'-':>11} {'-':>12}"
-        estimate = o["estimate"]
-        estimated = f"{estimate['plain']:>11,} {estimate['guarded']:>12,}" if estimate["plain"] is not None else f"{'-':>11} {'-':>12}"
+        estimated = f"{_saved(o['estimate'], 'plain'):>21} {_saved(o['estimate'], 'guarded'):>22}"
         if o["bypassable"]:
             verdict = "plain, guarded" + (f" (not measured: {o['cost']['not_measured']})" if not saving else "")
         else:
             verdict = "no: " + "; ".join(filter(None, (o["reason"], o["detail"])))
         lines.append(f"{o['name']:<{width}} {o['calls']:>7,} {o['self_cpu_us']:>10,.1f} {guard:>12} {per_call} {estimated}  {verdict}")
+    top = hot["top"]
+    if top and top["plain"] is not None:
+        lines.append(f"top {len(top['ops'])} by estimated saving ({_names(top['ops'])}): "
+                     + "; ".join(f"{mode} {top[mode]:,} instructions, {_time(top[f'{mode}_us'])} "
+                                 f"({_percent(top[f'{mode}_share'])} of the run)" for mode in MODES))
     lines.append(textwrap.fill("guard lets through: " + hot["guard_judged"], 120))
-    lines.append(textwrap.fill("estimated instructions: " + "; ".join(hot["estimate_leaves_out"]) + ".", 120))
+    lines.append(textwrap.fill(f"The estimate is {hot['estimate_is']}; it leaves out {_names(hot['estimate_leaves_out'])}. "
+                               "The run's time is under the profiler, which slows every op.", 120))
+    lines.append(hot["verdict"])
     return "\n".join(lines)
+
+
+def _saved(estimate: dict, mode: str) -> str:
+    if estimate[f"{mode}_us"] is None:
+        return "-"
+    return f"{_time(estimate[f'{mode}_us'])} ({_percent(estimate[f'{mode}_share'])})"
 
 
 def plot(hot: dict, destination: Path, pyplot, limit: int = 20) -> None:

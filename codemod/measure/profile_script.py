@@ -1,8 +1,10 @@
-"""Run a user's script under torch.profiler and save its trace: `python profile_script.py TRACE SCRIPT [ARGS]`.
+"""Run a user's script under torch.profiler and save its trace: `python profile_script.py TRACE FAILURE SCRIPT [ARGS]`.
 
 `codemod hot SCRIPT` runs this file in a subprocess, so the script runs as `python SCRIPT ARGS`
 would (its own `sys.argv`, `sys.path[0]` and `__main__`), and a script that raises fails
-this process only. It imports nothing of codemod's.
+this process only: its traceback is printed from the script's first frame down (this file's and
+runpy's frames left out), and FAILURE (JSON) names the script's line it raised from and the error,
+for codemod's one-line message. It imports nothing of codemod's.
 
 The trace is torch's own `export_chrome_trace`, with overload names (`aten::mul.Tensor`), and
 what the chrome trace leaves out added to each op's args under `codemod: ` keys, from the
@@ -18,6 +20,7 @@ import json
 import os
 import runpy
 import sys
+import traceback
 import warnings
 
 # codemod.measure.hot reads these keys; importing this module for them must not import torch (seconds)
@@ -28,7 +31,7 @@ def main() -> None:
     from torch._C._profiler import _ExperimentalConfig, _TensorMetadata
     from torch.profiler import ProfilerActivity, profile
 
-    trace_path, script, *args = sys.argv[1:]
+    trace_path, failure_path, script, *args = sys.argv[1:]
     sys.argv = [script, *args]
     sys.path[0] = os.path.dirname(os.path.abspath(script))  # where python put this file's directory
     config = _ExperimentalConfig(capture_overload_names=True)
@@ -39,6 +42,9 @@ def main() -> None:
             if exit_.code not in (0, None):
                 raise
             namespace = {}
+        except BaseException as error:  # the script's own error, whatever it is (KeyboardInterrupt too)
+            _report_failure(error, script, failure_path)
+            sys.exit(1)
     with_meta = _live_tensors_with_autograd_meta()
     del namespace
     inputs = {event.correlation_id: event.extra_fields.inputs for event in _torch_ops(profiler)}
@@ -56,6 +62,21 @@ def main() -> None:
                                         if t else "" for t in tensors]
     with open(trace_path, "w") as file:
         json.dump(trace, file)
+
+
+def _report_failure(error: BaseException, script: str, failure_path: str) -> None:
+    """ERROR's traceback on stderr from the script's first frame, and in FAILURE_PATH where in SCRIPT it raised."""
+    frames = error.__traceback__
+    while frames is not None and (frames.tb_frame.f_code.co_filename == __file__
+                                  or frames.tb_frame.f_globals.get("__name__") == "runpy"):  # frozen: no file
+        frames = frames.tb_next
+    traceback.print_exception(type(error), error, frames)
+    stack = traceback.extract_tb(frames)
+    in_script = [f for f in stack if os.path.isfile(f.filename) and os.path.samefile(f.filename, script)]
+    where = (in_script or stack)[-1] if stack else None
+    with open(failure_path, "w") as file:
+        json.dump({"where": f"{where.filename}:{where.lineno}" if where else script,
+                   "error": traceback.format_exception_only(type(error), error)[-1].strip()}, file)
 
 
 def _live_tensors_with_autograd_meta() -> dict[tuple, str]:

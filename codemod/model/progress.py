@@ -30,12 +30,14 @@ def command(args: Sequence[str]) -> None:
 
 
 @contextmanager
-def step(what: str) -> Iterator[None]:
+def step(what: str, passes_output_through: bool = False) -> Iterator[None]:
+    """Show WHAT while the block runs (one line when it ends if PASSES_OUTPUT_THROUGH: a live line would
+    overwrite what a child prints)."""
     if _level == QUIET:
         yield
         return
     start = time.monotonic()
-    live = sys.stderr.isatty()
+    live = sys.stderr.isatty() and not passes_output_through
     done = threading.Event()
     ticker = threading.Thread(target=_tick, args=(what, start, done), daemon=True) if live else None
     if ticker is not None:

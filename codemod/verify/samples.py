@@ -171,13 +171,14 @@ def reached_calls(group: Group, op: str, dtype: torch.dtype) -> Iterator[Call]:
 
 def representative(group: Group, op: str) -> Call:
     """The call bench times: the first float32 OpInfo sample whose tensors are all 1-D of one length (so its
-    other arguments hold for N-element tensors), else the first call generated for 2-element tensors."""
+    other arguments hold for N-element tensors), else the first call generated for 2-element tensors; every
+    argument that has a default takes it, as in the call people write (`a + b` is add with alpha=1)."""
     calls = list(opinfo_calls(group, op, torch.float32))
     for call in calls:
         shapes = {v.shape for v in call.arguments.values() if is_tensor_value(v)}
         if len(shapes) == 1 and len(next(iter(shapes))) == 1:
-            return call
-    return schema_calls(group, (2,), torch.float32, "generated from the schema", strings=string_values(group, calls))[0]
+            return _with_defaults(group, call)
+    return _with_defaults(group, schema_calls(group, (2,), torch.float32, "generated from the schema", strings=string_values(group, calls))[0])
 
 
 class NoValue(BadInput):
@@ -195,6 +196,15 @@ def string_values(group: Group, calls: list[Call]) -> dict[str, tuple[str, ...]]
             default = [defaults[argument.name]] if isinstance(defaults.get(argument.name), str) else []
             found[argument.name] = tuple(dict.fromkeys([*passed, *default]))
     return found
+
+
+def _with_defaults(group: Group, call: Call) -> Call:
+    declared = _reference_defaults(group)
+    defaults = {a.name: normalized(a.type, declared[a.name]) for a in group.arguments if a.name in declared}
+    changed = [name for name, value in defaults.items() if is_tensor_value(call.arguments[name]) or call.arguments[name] != value]
+    if not changed:
+        return call
+    return Call(f"{call.source}, {', '.join(changed)} at its default", {**call.arguments, **defaults}, call.broadcasts_input)
 
 
 def is_tensor_value(value: object) -> bool:

@@ -10,9 +10,26 @@ from codemod.cli.options import JSON_OPTION, OP_ARGUMENT, TREE_OPTION, run, say
 from codemod.measure import bench as bench_step
 from codemod.measure import guarded_bench
 from codemod.model import progress
-from codemod.model.errors import BadInput
 from codemod.model.tree import locate
 from codemod.verify import build as build_step
+
+
+class _Values(click.Option):
+    """A `multiple` option that also takes the numbers after it: `--size 2 1000` is `--size 2 --size 1000`, the
+    form the usage line shows (`[--size N ...]`)."""
+
+    def add_to_parser(self, parser, ctx: click.Context) -> None:
+        super().add_to_parser(parser, ctx)
+        for name in self.opts:
+            option = parser._long_opt.get(name) or parser._short_opt.get(name)
+            take_one = option.process
+
+            def take_all(value, state, take_one=take_one) -> None:
+                take_one(value, state)
+                while state.rargs and state.rargs[0].isdigit():
+                    take_one(state.rargs.pop(0), state)
+
+            option.process = take_all
 
 
 @click.command()
@@ -20,42 +37,32 @@ from codemod.verify import build as build_step
 @TREE_OPTION
 @JSON_OPTION
 @click.option("--no-callgrind", is_flag=True, help="Skip the instruction counts (valgrind takes ~30 s).")
-@click.option("--size", "sizes", type=click.IntRange(min=1), multiple=True,
-              help="Tensor sizes (elements) to time; default 1, 2, 16, 256, 4096, 65536, 1048576.")
+@click.option("--size", "sizes", cls=_Values, type=click.IntRange(min=1), multiple=True, metavar="N ...",
+              help="Tensor sizes (elements) to time: `--size 2 1000` or `--size 2 --size 1000`; "
+                   "default 1, 2, 16, 256, 4096, 65536, 1048576.")
 @click.option("--plot", "plot_file", type=click.Path(dir_okay=False, path_type=Path),
               help="Also write a PNG of ns/call and ratio against size (needs the `plot` extra: matplotlib).")
-@click.option("--guarded", is_flag=True, help="Three paths: dispatcher, plain bypass and guarded bypass; and the share the guard saves.")
+@click.option("--guarded", is_flag=True, help="Three paths: dispatcher, plain bypass and guarded bypass; and the share of the dispatcher's "
+                   "instructions the guard removes.")
 def bench(
     op: str, tree_root: Path, as_json: bool, no_callgrind: bool, sizes: tuple[int, ...], plot_file: Path | None, guarded: bool,
 ) -> None:
     """Time at::OP through the dispatcher against the bypass, in one process; count instructions/call;
     show what the profiler and autograd see on each path."""
     def action() -> None:
-        if guarded:
-            if plot_file is not None:
-                raise BadInput("--plot draws two paths; drop it with --guarded")
-            with progress.step(f"bench {op}: dispatcher, plain and guarded paths (compile, time, callgrind)"):
-                measured = guarded_bench.measure(locate(tree_root), op, sizes or bench_step.SIZES, not no_callgrind)
-            click.echo(report.dumps(report.bench("guarded", measured)) if as_json else guarded_bench.table(measured))
-            return
         pyplot = bench_step.pyplot() if plot_file is not None else None
-        with progress.step(f"build: compile {op}'s bypass against the installed libtorch"):
-            built = build_step.build(locate(tree_root), op)
-        with progress.step("time both paths, interleaved"):
-            times = bench_step.wall_times(built.executable, sizes or bench_step.SIZES)
-        observed = bench_step.observe(built.executable)
-        counts = None
-        if not no_callgrind:
-            with progress.step("callgrind: instructions per call and call paths"):
-                counts = bench_step.callgrind(built.executable, op)
-        if plot_file is not None:
-            bench_step.plot(op, times, plot_file, pyplot)
-            say(f"plot written to {plot_file}")
-        if as_json:
-            measured = {"op": op, "executable": str(built.executable), "call": built.timed_call, "wall": times,
-                        "observed": observed, "callgrind": counts}
-            click.echo(report.dumps(report.bench("plain", measured)))
+        tree = locate(tree_root)
+        if guarded:
+            with progress.step(f"build: compile {op}'s plain and guarded bypasses against the installed libtorch"):
+                built = guarded_bench.build(tree, op)
         else:
-            click.echo(bench_step.table(op, times, observed, counts, built.timed_call))
+            with progress.step(f"build: compile {op}'s bypass against the installed libtorch"):
+                built = build_step.build(tree, op)
+        mode = "guarded" if guarded else "plain"
+        measured = bench_step.measure(built.executable, op, mode, built.timed_call, sizes or bench_step.SIZES, not no_callgrind)
+        if plot_file is not None:
+            bench_step.plot(measured, plot_file, pyplot)
+            say(f"plot written to {plot_file}")
+        click.echo(report.dumps(report.bench(measured)) if as_json else bench_step.table(measured))
 
     run(action, "bench" if as_json else None)

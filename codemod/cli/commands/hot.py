@@ -1,6 +1,7 @@
 """`codemod hot SCRIPT.py`: which aten ops of a run are worth bypassing, by estimated saving."""
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import click
@@ -22,10 +23,12 @@ from codemod.model.tree import locate
 @JSON_OPTION
 @click.option("--plot", "plot_file", type=click.Path(dir_okay=False, path_type=Path),
               help="Also write a PNG bar chart of the estimated saving (needs the `plot` extra: matplotlib).")
+@click.option("--top", type=click.IntRange(min=1), default=3, show_default=True,
+              help="How many ops, by estimated saving, the total and the closing sentence are about.")
 @click.option("--no-measure", is_flag=True, help="Skip the per-call costs (callgrind, ~1 min per op the first time): no estimate.")
 def hot(
     script_and_args: tuple[str, ...], tree_root: Path, trace_file: Path | None, as_json: bool, plot_file: Path | None,
-    no_measure: bool,
+    top: int, no_measure: bool,
 ) -> None:
     """Which aten ops of a run are worth bypassing: run SCRIPT.py ARGS under torch.profiler (or read --trace),
     count calls and self CPU time per op, say whether the tree can bypass each and how many calls the guard would
@@ -42,8 +45,8 @@ def hot(
             source = {"script": None, "args": [], "trace": str(trace_file)}
         else:
             script, *args = script_and_args
-            with progress.step(f"profile: {script} under torch.profiler"):
-                trace = hot_step.profile(Path(script), tuple(args))
+            with progress.step(f"profile: {script} under torch.profiler", passes_output_through=True):
+                trace = hot_step.profile(Path(script), tuple(args), sys.stderr if as_json else sys.stdout)
             source = {"script": script, "args": args, "trace": None}
         rows = hot_step.aggregate(trace)
         statuses = {status.op: status for status in catalog.catalog(tree)}
@@ -54,7 +57,7 @@ def hot(
                 continue
             with progress.step(f"cost: {op}'s instructions per call, dispatcher and bypasses (callgrind once per op and torch version)"):
                 costs[op] = hot_step.measured_cost(tree, op)
-        hot_report = hot_step.report(rows, statuses, costs, {**source, "tree": str(tree.root)})
+        hot_report = hot_step.report(rows, statuses, costs, {**source, "tree": str(tree.root)}, hot_step.run_span_us(trace), top)
         if plot_file is not None:
             hot_step.plot(hot_report, plot_file, pyplot)
             say(f"plot written to {plot_file}")
