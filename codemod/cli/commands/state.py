@@ -39,7 +39,8 @@ def status(tree_root: Path, as_json: bool) -> None:
 
 @click.command()
 @TREE_OPTION
-def recover(tree_root: Path) -> None:
+@JSON_OPTION
+def recover(tree_root: Path, as_json: bool) -> None:
     """Finish a bypass or revert that was killed half-way (or drop it if it had not committed)."""
 
     def action() -> None:
@@ -47,5 +48,7 @@ def recover(tree_root: Path) -> None:
         with lock.held(tree):
             finished = transaction.recover(tree.root)
         say(f"recovered: finished `codemod {finished.command}`" if finished else f"nothing to recover in {tree.root}")
+        if as_json:
+            click.echo(report.dumps(report.recover(tree.root, finished.command if finished else None)))
 
-    run(action, finishes_transactions=True)
+    run(action, "recover" if as_json else None, finishes_transactions=True)
