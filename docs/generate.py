@@ -86,6 +86,7 @@ RUN_TO_RUN: tuple[tuple[str, str | Callable], ...] = (
 BENCH_FIGURES: tuple[tuple[str, str | Callable], ...] = (
     (r"(?m)^(~noise|noisy): .*\n", ""),
     (r"(?m)^( *[\d,]+)  \S.*$", r"\1  …"),
+    (r"(?m)^ elements  .*$", lambda m: " " + "  ".join(m.group().split())),  # the header's widths follow the figures
     (r"[\d,]+(?= instructions/call| inclusive| own)|(?<=\()[\d,]+(?=\))|(?<=\()[\d.]+(?=x\))", "…"),
 )
 # hot: the self CPU time, total and per op
