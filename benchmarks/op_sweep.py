@@ -3,9 +3,9 @@
     python benchmarks/op_sweep.py TREE [--only OP ...] [--no-build] [--json]
 
 Counts: bypassed + verified + reverted byte for byte / refused (exit 2), by reason / failed (exit 1 from the
-verification, or a revert that is not byte-identical), and seconds per op. Figures for a person (the README's);
+verification, or a revert that is not byte-identical), and seconds per op. Figures for a person (docs/real-trees.md);
 nothing here asserts a time. A tree from `codemod tree from-torch` laid over real native sources is the test that
-matters: see the README for how to lay one out.
+matters: see docs/real-trees.md for how to lay one out.
 """
 from __future__ import annotations
 

@@ -89,12 +89,12 @@ def test_nested_calls_are_each_rewritten(tree: Path) -> None:
 
 def test_calls_through_ops_structs_are_listed_with_what_they_reach(tree: Path) -> None:
     document, _ = dry_run_json(tree, "mul")
-    listed = [x for x in document["unrewritten"] if x["path"] == ZERO_TENSOR]
+    listed = [x for x in document["ops"][0]["unrewritten"] if x["path"] == ZERO_TENSOR]
     line = (tree / ZERO_TENSOR).read_text().splitlines().index(
         "  const auto meta_result = at::_ops::mul_Tensor::redispatch(") + 1
     assert [(x["line"], x["needs_edit"]) for x in listed] == [(line, False)]
     assert "at::native::mul (CompositeImplicitAutograd)" in listed[0]["why"]
-    assert all(x["needs_edit"] is False for x in document["unrewritten"])  # every at::cpu::/redispatch:: call rewritten
+    assert all(x["needs_edit"] is False for x in document["ops"][0]["unrewritten"])  # every at::cpu::/redispatch:: call rewritten
     human = run_codemod("bypass", "mul", "--tree", str(tree), "--dry-run")
     assert "every reference to the removed at::cpu:: / at::redispatch:: functions was rewritten" in human.stderr
     assert f"{ZERO_TENSOR}:{line}: const auto meta_result = at::_ops::mul_Tensor::redispatch(" in human.stderr
@@ -181,7 +181,7 @@ def test_callers_by_any_spelling_are_rewritten_or_listed_for_the_compile_check(t
     assert "-using at::cpu::mul;\n+using at::mul;" in diff  # the unqualified mul() below now reaches at::mul
     assert "-  fast::mul_out(out, a, b);\n+  at::mul_out(out, a, b);" in diff
     macro_line = SPELLED_CALLER_TEXT.splitlines().index("  return CPU_OP(mul)(a, b) + mul(member, b);") + 1
-    listed = [x for x in document["unrewritten"] if x["path"] == SPELLED_CALLER]
+    listed = [x for x in document["ops"][0]["unrewritten"] if x["path"] == SPELLED_CALLER]
     assert [(x["line"], x["needs_edit"]) for x in listed] == [(macro_line, True)]
     assert "CPU_OP(...), a macro that names at::cpu::" in listed[0]["why"]
     human = run_codemod("bypass", "mul", "--tree", str(tree), "--dry-run")

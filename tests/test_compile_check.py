@@ -120,7 +120,7 @@ def test_bypass_compiles_every_edited_source_and_caller_and_names_them(bypassed:
     report, stderr = bypassed
     not_compiled_here = (VENDOR_CALLER, STATIC_RUNTIME)  # by the tests below
     edited_sources = sorted(
-        row["path"] for row in report["files"]
+        row["path"] for row in report["ops"][0]["files"]
         if row["path"].endswith(".cpp") and not row["path"].startswith(TEMPLATES) and row["path"] not in not_compiled_here
     )
     assert BINARY_OPS in edited_sources and CHECKOUT_CALLER in edited_sources
@@ -152,7 +152,7 @@ def test_errors_a_file_had_before_the_bypass_are_not_blamed_on_it(bypassed: tupl
 
 def test_a_source_including_a_header_nobody_has_is_named_and_not_called_verified(bypassed: tuple[dict, str]) -> None:
     report, stderr = bypassed
-    assert VENDOR_CALLER in {row["path"] for row in report["files"]}  # its call was rewritten
+    assert VENDOR_CALLER in {row["path"] for row in report["ops"][0]["files"]}  # its call was rewritten
     expected = f"{VENDOR_CALLER}: includes <{MISSING_HEADER}> ({VENDOR_CALLER}:2), which neither the tree nor the installed torch has"
     assert expected in report["unchecked"]
     assert f"not compiled: {expected}" in stderr

@@ -15,7 +15,7 @@ CALLERS = ("torch/csrc/autograd/VariableTypeManual.cpp", "torch/csrc/jit/runtime
 def hunks_per_file(tree: Path) -> list[tuple[str, int]]:
     dry = run_codemod("bypass", "mul", "--tree", str(tree), "--dry-run", "--json")
     assert dry.returncode == 0, dry.stderr
-    return [(f["path"], f["hunks"]) for f in json.loads(dry.stdout)["files"]]
+    return [(f["path"], f["hunks"]) for f in json.loads(dry.stdout)["ops"][0]["files"]]
 
 
 def interactive(tree: Path, answers: list[str], *flags: str) -> subprocess.CompletedProcess[str]:

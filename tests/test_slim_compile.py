@@ -218,7 +218,7 @@ def test_a_caller_left_out_in_review_fails_the_bypass_and_status_says_where(tmp_
     dry = run_codemod("bypass", "mul", "--tree", str(tree), "--dry-run", "--json")
     assert dry.returncode == 0, dry.stderr
     answers = [
-        answer for f in json.loads(dry.stdout)["files"] for answer in ["n" if f["path"] == STATIC_RUNTIME else "y"] * f["hunks"]
+        answer for f in json.loads(dry.stdout)["ops"][0]["files"] for answer in ["n" if f["path"] == STATIC_RUNTIME else "y"] * f["hunks"]
     ]
     run = subprocess.run(
         [sys.executable, "-m", "codemod", "bypass", "mul", "--tree", str(tree), "--interactive", "--no-build"],

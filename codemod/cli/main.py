@@ -9,11 +9,12 @@ import click
 
 from codemod.cli import pipes
 from codemod.cli.commands import bench, build, bypass, hot, ops, revert, state, tree
+from codemod.cli.options import CommandGroup
 from codemod.model import progress
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
-@click.option("-q", "--quiet", is_flag=True, help="No progress lines.")
+@click.group(cls=CommandGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("-q", "--quiet", is_flag=True, help="Print errors only (no progress lines, no summaries); answers still go to stdout.")
 @click.option("-v", "--verbose", is_flag=True, help="Also print every command run (codegen, compiler, valgrind).")
 def main(quiet: bool, verbose: bool) -> None:
     """Rewrite a PyTorch tree so a structured op bypasses the dispatcher.

@@ -1,17 +1,19 @@
-"""What every command shares: the --tree option, OP arguments checked at the edge, --json, and how a
-command ends (its CodemodError said in one line, with the error's exit code)."""
+"""What every command shares: the --tree option, OP arguments checked at the edge, --json, -q, and how a
+command ends: a CodemodError or a usage error said in one line (`codemod: what (the fix)`), with its exit code,
+and as the JSON error object too when the command was asked for --json."""
 from __future__ import annotations
 
 import os
 import shlex
 import sys
 from pathlib import Path
+from typing import NoReturn
 
 import click
 
 from codemod.apply import journal, transaction
 from codemod.cli import catalog, children, report
-from codemod.model import op_name
+from codemod.model import op_name, progress
 from codemod.model.errors import EXIT_OK, BadInput, CodemodError
 from codemod.model.tree import NATIVE_FUNCTIONS, Tree, locate
 
@@ -22,7 +24,21 @@ TREE_OPTION = click.option(
 
 
 def say(message: str = "") -> None:
+    """Progress and summaries, on stderr; `-q` keeps only errors."""
+    if not progress.quiet():
+        click.echo(message, err=True)
+
+
+def prompt_text(message: str = "") -> None:
+    """Part of a question the user answers (`bypass -i`'s hunks): on stderr whatever -q."""
     click.echo(message, err=True)
+
+
+def complain(message: str, json_command: str | None, exit_code: int) -> None:
+    """An error, whatever -q: one line on stderr, and the JSON error object on stdout for a --json command."""
+    click.echo(f"codemod: {message}", err=True)
+    if json_command is not None:
+        click.echo(report.dumps(report.error(json_command, message, exit_code)))
 
 
 def run(action, json_command: str | None = None, finishes_transactions: bool = False) -> None:
@@ -40,11 +56,56 @@ def run(action, json_command: str | None = None, finishes_transactions: bool = F
     except (CodemodError, children.Interrupted) as error:
         message = str(error) if isinstance(error, CodemodError) else (
             f"interrupted by {error}: its child processes ended, its temporary files removed")
-        say(f"codemod: {message}")
-        if json_command is not None:
-            click.echo(report.dumps(report.error(json_command, message, error.exit_code)))
+        complain(message, json_command, error.exit_code)
         sys.exit(error.exit_code)
     sys.exit(EXIT_OK)
+
+
+class CommandGroup(click.Group):
+    """`codemod` and its command families. A usage error (an unknown command or option, a missing or bad argument)
+    is said like every other error: one line, `codemod: what (the fix)`, exit 2, instead of click's usage, hint and
+    error lines; with --json on the line, the JSON error object too."""
+
+    def resolve_command(self, ctx: click.Context, args: list[str]):
+        name, command, rest = super().resolve_command(ctx, args)
+        ctx.find_root().meta[_INVOKED] = f"{ctx.command_path} {name}"  # the parser's errors do not all carry their command
+        return name, command, rest
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        if ctx.parent is None:
+            ctx.meta[_ARGS] = list(args)
+        return super().parse_args(ctx, args)
+
+    def make_context(self, info_name, args, parent=None, **extra) -> click.Context:
+        try:
+            return super().make_context(info_name, args, parent=parent, **extra)
+        except click.UsageError as error:
+            if parent is not None:  # a family's (`tree`): said in the root's invoke, as every other one
+                raise
+            _usage_error(error, list(args), info_name)
+
+    def invoke(self, ctx: click.Context):
+        try:
+            return super().invoke(ctx)
+        except click.UsageError as error:
+            if ctx.parent is not None:
+                raise
+            _usage_error(error, ctx.meta.get(_ARGS, []), ctx.meta.get(_INVOKED, ctx.command_path))
+
+
+_ARGS, _INVOKED = "codemod.args", "codemod.invoked"
+
+
+def _usage_error(error: click.UsageError, args: list[str], invoked: str) -> NoReturn:
+    """Say ERROR in one line and exit 2; INVOKED: the command path, when ERROR does not carry its own."""
+    if isinstance(error, click.exceptions.NoArgsIsHelpError):  # a bare `codemod`: its help is the answer
+        raise error
+    command = error.ctx.command_path if error.ctx is not None else invoked
+    what, _, suggestion = error.format_message().partition(" Did you mean ")
+    what = what[:1].lower() + what[1:].removesuffix(".")
+    fix = f"did you mean {suggestion} see `{command} --help`" if suggestion else f"see `{command} --help`"
+    complain(f"{what} ({fix})", (command.partition(" ")[2] or command) if "--json" in args else None, error.exit_code)
+    sys.exit(error.exit_code)
 
 
 def _completion_tree() -> Tree:
@@ -92,4 +153,4 @@ def validated_ops(_ctx: click.Context, _param: click.Parameter, value: str | tup
 OP_ARGUMENT = click.argument("op", shell_complete=complete_ops(bypassed=False), callback=validated_ops)
 OPS_ARGUMENT = click.argument("op_names", metavar="OP...", nargs=-1, required=True, shell_complete=complete_ops(bypassed=False), callback=validated_ops)
 BYPASSED_OPS_ARGUMENT = click.argument("op_names", metavar="[OP]...", nargs=-1, shell_complete=complete_ops(bypassed=True), callback=validated_ops)
-JSON_OPTION = click.option("--json", "as_json", is_flag=True, help="Print one JSON object on stdout (see codemod/output.schema.json).")
+JSON_OPTION = click.option("--json", "as_json", is_flag=True, help=f"Print one JSON object on stdout (documented by {report.SCHEMA_PATH}).")

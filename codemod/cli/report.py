@@ -8,11 +8,12 @@ import json
 from pathlib import Path
 
 from codemod.apply import patch
-from codemod.apply.journal import Journal, RevertedFile
+from codemod.apply.journal import Journal, Reverted
 from codemod.cli.catalog import OpStatus
 from codemod.plan.plan import Plan
 
 SCHEMA = Path(__file__).with_name("output.schema.json")
+SCHEMA_PATH = SCHEMA.relative_to(Path(__file__).parents[2]).as_posix()  # as the help names it: codemod/cli/output.schema.json
 
 
 def dumps(report: dict) -> str:
@@ -20,20 +21,16 @@ def dumps(report: dict) -> str:
 
 
 def bypass(
-    plan: Plan, *, applied: bool, verified: list[str], unchecked: list[str], seconds: dict[str, float], diff: str | None,
+    plans: list[Plan], *, already_bypassed: list[str], applied: bool, verified: list[str], unchecked: list[str],
+    seconds: dict[str, float], diff: str | None,
 ) -> dict:
+    """One object for the whole run, however many ops: each op planned, the ops skipped (already bypassed in this
+    mode), and the run's verification and seconds."""
     report = {
         "command": "bypass",
-        "op": plan.op,
-        "overloads": list(plan.overloads),
-        "mode": "guarded" if plan.guarded else "plain",
         "applied": applied,
-        "files": [vars(row) for row in patch.stat(plan.changes)],
-        "losses": list(plan.losses),
-        "foreach_ops_losing_autograd": list(plan.foreach_ops),
-        "unrewritten": [
-            {"path": x.path, "line": x.line, "text": x.text.strip(), "why": x.why, "needs_edit": x.needs_edit} for x in plan.leftovers
-        ],
+        "ops": [_planned(plan) for plan in plans],
+        "already_bypassed": already_bypassed,
         "verified": verified,
         "unchecked": unchecked,
         "seconds": seconds,
@@ -43,15 +40,29 @@ def bypass(
     return report
 
 
-def already_bypassed(op: str) -> dict:
-    return {"command": "bypass", "op": op, "already_bypassed": True}
+def _planned(plan: Plan) -> dict:
+    return {
+        "op": plan.op,
+        "overloads": list(plan.overloads),
+        "mode": "guarded" if plan.guarded else "plain",
+        "files": [vars(row) for row in patch.stat(plan.changes)],
+        "losses": list(plan.losses),
+        "foreach_ops_losing_autograd": list(plan.foreach_ops),
+        "unrewritten": [
+            {"path": x.path, "line": x.line, "text": x.text.strip(), "why": x.why, "needs_edit": x.needs_edit} for x in plan.leftovers
+        ],
+    }
 
 
-def revert(op: str, reverted: list[RevertedFile]) -> dict:
+def revert(reverted: list[Reverted], not_bypassed: list[str]) -> dict:
+    """One object for the whole run: each op reverted, in order, and the ops named that were not bypassed."""
     return {
         "command": "revert",
-        "op": op,
-        "files": [{"path": f.path, "outcome": f.outcome, "edited_since": f.since} for f in reverted],
+        "reverted": [
+            {"op": each.op, "mode": each.mode, "files": [{"path": f.path, "outcome": f.outcome, "edited_since": f.since} for f in each.files]}
+            for each in reverted
+        ],
+        "not_bypassed": not_bypassed,
     }
 
 
@@ -69,6 +80,25 @@ def status(tree_root: Path, bypassed: list[tuple[Journal, str, list[str]]]) -> d
 
 def ops(statuses: list[OpStatus]) -> dict:
     return {"command": "ops", "ops": [s.to_dict() for s in statuses]}
+
+
+def explain(explained: dict) -> dict:
+    return {"command": "explain", **explained}
+
+
+def build(op: str, built: dict) -> dict:
+    """BUILT: what was compiled and checked (build_and_check), or what --checkout did."""
+    return {"command": "build", "op": op, **built}
+
+
+def recover(tree_root: Path, finished: str | None, discarded: str | None = None) -> dict:
+    """FINISHED: the command whose transaction was finished (`bypass mul`), None when there was none; DISCARDED: the
+    log `--discard` dropped."""
+    return {"command": "recover", "tree": str(tree_root), "finished": finished, "discarded": discarded}
+
+
+def tree_from_torch(dest: Path, torchgen_from: Path | None, sources: Path) -> dict:
+    return {"command": "tree from-torch", "tree": str(dest), "torchgen": str(torchgen_from) if torchgen_from else None, "sources": str(sources)}
 
 
 def bench(measured: dict) -> dict:

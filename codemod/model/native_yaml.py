@@ -352,8 +352,8 @@ class GroupIndex:
     delegates: tuple[int, ...]
 
 
-def find_groups(doc: NativeYaml, op: str) -> list[GroupIndex]:
-    """The structured groups whose out entry is `op.*`, validated from the loader's values (fast)."""
+def entries_named(doc: NativeYaml, op: str) -> list[int]:
+    """The indices of OP's entries (`op.*` and `op_.*`); an overload name or an op the yaml lacks is bad input."""
     if "." in op:
         raise BadInput(f"{op!r} is an overload name; pass the op name {op.split('.')[0]!r}, its overloads are found from {doc.rel_path}")
     named = [*doc.indices_by_base.get(op, []), *doc.indices_by_base.get(op + "_", [])]
@@ -362,6 +362,12 @@ def find_groups(doc: NativeYaml, op: str) -> list[GroupIndex]:
         close = difflib.get_close_matches(op, bases, n=3)
         hint = f"; did you mean {', '.join(close)}?" if close else ""
         raise BadInput(f"unknown op {op!r}: no entry named {op}.* in {doc.rel_path}{hint}")
+    return named
+
+
+def find_groups(doc: NativeYaml, op: str) -> list[GroupIndex]:
+    """The structured groups whose out entry is `op.*`, validated from the loader's values (fast)."""
+    named = entries_named(doc, op)
     outs = [i for i in named if doc.entries[i].base == op and doc.values[i].get("structured") is True]
     if not outs:
         manual = [doc.entries[i].name for i in named if doc.values[i].get("manual_cpp_binding") is True]

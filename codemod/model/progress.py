@@ -1,8 +1,8 @@
 """Progress on stderr for the steps that take seconds (capture, codegen, compile, callgrind).
 
 On a terminal a step shows a live line with its elapsed time, rewritten in place;
-otherwise each step prints one line when it ends. `-q` silences both; `-v` also
-prints every command the tool runs.
+otherwise each step prints one line when it ends. `-q` silences both (and, through
+`quiet()`, every summary: only errors are left); `-v` also prints every command the tool runs.
 """
 from __future__ import annotations
 
@@ -23,6 +23,10 @@ def set_level(level: int) -> None:
     _level = level
 
 
+def quiet() -> bool:
+    return _level == QUIET
+
+
 def command(args: Sequence[str]) -> None:
     """Show a command about to run (with -v)."""
     if _level >= VERBOSE:
@@ -33,7 +37,7 @@ def command(args: Sequence[str]) -> None:
 def step(what: str, passes_output_through: bool = False) -> Iterator[None]:
     """Show WHAT while the block runs (one line when it ends if PASSES_OUTPUT_THROUGH: a live line would
     overwrite what a child prints)."""
-    if _level == QUIET:
+    if quiet():
         yield
         return
     start = time.monotonic()

@@ -9,7 +9,7 @@ from codemod.model import progress
 from codemod.model.errors import VerificationFailed
 from codemod.model.tree import Tree
 
-# A real PyTorch checkout builds itself with these (see the README); the harness needs none of them.
+# A real PyTorch checkout builds itself with these (see docs/real-trees.md); the harness needs none of them.
 # The lab's flags: per-operator headers off, since the hand-written at::OP is declared in Functions.h.
 CHECKOUT_BUILD_ENV = {"REL_WITH_DEB_INFO": "1", "USE_PER_OPERATOR_HEADERS": "0", "USE_DISTRIBUTED": "0", "USE_CUDA": "0"}
 CHECKOUT_BUILD = " ".join(f"{name}={value}" for name, value in CHECKOUT_BUILD_ENV.items()) + " python setup.py develop"

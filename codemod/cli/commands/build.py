@@ -8,7 +8,8 @@ from pathlib import Path
 import click
 
 from codemod.capture.capture import Capture
-from codemod.cli.options import OP_ARGUMENT, TREE_OPTION, run, say
+from codemod.cli import report
+from codemod.cli.options import JSON_OPTION, OP_ARGUMENT, TREE_OPTION, run, say
 from codemod.measure import guarded_ext
 from codemod.model import progress
 from codemod.model.errors import BadInput, VerificationFailed
@@ -25,32 +26,38 @@ from codemod.verify.captured import bypassed_or_current
 @click.option("-v", "--verbose", is_flag=True, help="Print every check, not only the failures.")
 @click.option("--checkout", "in_checkout", is_flag=True,
               help="On a full checkout already built once (build/CMakeCache.txt), run its own incremental build instead.")
-def build(op: str, tree_root: Path, no_check: bool, verbose: bool, in_checkout: bool) -> None:
+@JSON_OPTION
+def build(op: str, tree_root: Path, no_check: bool, verbose: bool, in_checkout: bool, as_json: bool) -> None:
     """Compile OP's bypass scaffolding outside libtorch into a checking/timing harness."""
 
     def action() -> None:
         tree = locate(tree_root)
+        command = f"cd {tree.root} && {checkout.CHECKOUT_BUILD}"
         if not in_checkout:
-            build_and_check(tree, op, check=not no_check, verbose=verbose)
+            built = build_and_check(tree, op, check=not no_check, verbose=verbose)
         elif not checkout.is_checkout(tree):
             raise BadInput(f"{tree.root} is not a full PyTorch checkout (no setup.py and CMakeLists.txt); drop --checkout")
         elif checkout.has_build_dir(tree):
             checkout.build_checkout(tree)
             say(f"built the checkout: {tree.root}")
+            built = {"checkout": {"built": True, "command": command}}
         else:
             say(f"{tree.root} has not been built yet (no build/CMakeCache.txt); build it with:")
-            say(f"  cd {tree.root} && {checkout.CHECKOUT_BUILD}")
+            say(f"  {command}")
+            built = {"checkout": {"built": False, "command": command}}
+        if as_json:
+            click.echo(report.dumps(report.build(op, built)))
 
-    run(action)
+    run(action, "build" if as_json else None)
 
 
 def build_and_check(
     tree: Tree, op: str, check: bool, verbose: bool, captured: Capture | None = None, guarded: bool = False,
-) -> None:
+) -> dict:
     """Compile the bypass (or the GUARDED one) against the installed libtorch, as a harness and, plain, in the same
     compile, as a Python extension; with CHECK, compare it with the dispatcher: C++ checks for a (self, other) op,
     OpInfo samples for every op of a plain bypass (exit 1 if they disagree). CAPTURED: the plan's capture; without
-    it, the tree's, or once OP is bypassed the one its journal recorded."""
+    it, the tree's, or once OP is bypassed the one its journal recorded. Returns what `build --json` reports."""
     what = "guarded bypass against the installed libtorch (harness)" if guarded else "bypass against the installed libtorch (harness and Python extension, one compile)"
     capture = captured or bypassed_or_current(tree, op, guarded)[1]
     refusal = None if guarded else bypass_ext.unbindable(capture)
@@ -64,10 +71,12 @@ def build_and_check(
     how = "cache hit" if built.cached else "compiled"
     say(f"{op}: {how} in {built.seconds:.2f} s: {built.executable}")
     say(f"  source: {built.source}")
+    outcome = {"mode": "guarded" if guarded else "plain", "executable": str(built.executable), "source": str(built.source),
+               "cached": built.cached, "seconds": round(built.seconds, 3), "cpp_checks": None, "torch_comparisons": None}
     if checkout.is_checkout(tree):
         say(f"  to build the bypassed checkout itself: cd {tree.root} && {checkout.CHECKOUT_BUILD}")
     if not check:
-        return
+        return outcome
     if built.cpp_checks:
         checked = checks.run_checks(built.executable)
         for line in checked.output.splitlines():
@@ -75,14 +84,17 @@ def build_and_check(
                 say(f"  {line}")
         if not checked.ok:
             raise VerificationFailed(f"{op}: the bypass disagrees with the dispatcher ({checked.failed} checks failed)")
+        outcome["cpp_checks"] = {"passed": checked.passed, "failed": checked.failed}
     if built.module is None:
         if not built.cpp_checks:
             say(f"  {op}: the guarded bypass compiles; no C++ checks for this signature (its fast path calls libtorch's own at::cpu:: kernel)")
-        return
+        return outcome
     from codemod.verify import opinfo_check  # imports torch (seconds): only when checking
 
-    report = opinfo_check.check_op(tree, op, capture, extension.import_module(built.module))
-    say(f"  {report.summary()}")
-    for failure in report.failures[:10]:
+    compared = opinfo_check.check_op(tree, op, capture, extension.import_module(built.module))
+    say(f"  {compared.summary()}")
+    for failure in compared.failures[:10]:
         say(f"  FAIL {failure}")
-    report.require_ok()
+    compared.require_ok()
+    outcome["torch_comparisons"] = {"by_overload": dict(compared.checked), "both_raise": compared.both_raise, "dtypes": compared.dtypes}
+    return outcome

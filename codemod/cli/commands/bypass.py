@@ -13,7 +13,7 @@ from codemod.apply import journal, lock, patch, scratch, targets
 from codemod.capture import codegen
 from codemod.cli import report, review
 from codemod.cli.commands.build import build_and_check
-from codemod.cli.options import JSON_OPTION, TREE_OPTION, complete_ops, run, say, validated_ops
+from codemod.cli.options import JSON_OPTION, TREE_OPTION, complete_ops, prompt_text, run, say, validated_ops
 from codemod.measure import hot as hot_step
 from codemod.model import op_name, progress
 from codemod.model.errors import BadInput, CodemodError, VerificationFailed
@@ -57,21 +57,26 @@ def bypass(
         if patch_file is not None:
             targets.check_patch_file(tree.root, patch_file)
         ops = list(dict.fromkeys(op_names))
-        if len(ops) > 1 and (interactive or check or as_json):
-            raise BadInput("-i, --check and --json take one op: run them one op at a time")
+        if len(ops) > 1 and (interactive or check):
+            raise BadInput("-i and --check take one op: run them one op at a time")
         with contextlib.nullcontext() if dry_run or check else lock.held(tree):
-            ops = [op for op in ops if not _already_bypassed(tree, op, "guarded" if guarded else "plain", as_json)]
+            skipped = [op for op in ops if _already_bypassed(tree, op, "guarded" if guarded else "plain")]
+            ops = [op for op in ops if op not in skipped]
             if not ops:
+                if as_json:
+                    click.echo(report.dumps(report.bypass(
+                        [], already_bypassed=skipped, applied=False, verified=[], unchecked=[], seconds={}, diff=None,
+                    )))
                 return
             seconds: dict[str, float] = {}
             with _timed(seconds, "plan"):
                 plans = _plans(tree, ops, guarded)
             if interactive:
-                say(f"review: {review.ANSWERS}")
+                prompt_text(f"review: {review.ANSWERS}")
                 try:
                     plans = [review.review(plans[0], _ask, _refuse)]
                 except review.Quit:
-                    say("quit: nothing written")
+                    prompt_text("quit: nothing written")
                     return
             diff = patch.render(combined_changes(plans))
             verified: list[str] = []
@@ -104,7 +109,8 @@ def bypass(
                 _write_patch(patch_file, diff, " ".join(ops))
             if as_json:
                 click.echo(report.dumps(report.bypass(
-                    plans[0], applied=applied, verified=verified, unchecked=unchecked, seconds=seconds, diff=diff if dry_run else None,
+                    plans, already_bypassed=skipped, applied=applied, verified=verified, unchecked=unchecked, seconds=seconds,
+                    diff=diff if dry_run else None,
                 )))
 
     run(action, "bypass" if as_json else None)
@@ -118,7 +124,7 @@ def _write_patch(patch_file: Path, diff: str, op: str) -> None:
         raise BadInput(f"{patch_file}: cannot write the patch of `bypass {op}` ({error.strerror}); write it again with `--dry-run --patch`")
 
 
-def _already_bypassed(tree: Tree, op: str, mode: str, as_json: bool) -> bool:
+def _already_bypassed(tree: Tree, op: str, mode: str) -> bool:
     """Is OP bypassed already? Said, in which mode; in the other mode it is refused (revert it first)."""
     existing = journal.load(tree, op)
     if existing is None:
@@ -129,8 +135,6 @@ def _already_bypassed(tree: Tree, op: str, mode: str, as_json: bool) -> bool:
             f"to bypass it {mode}, run `codemod revert {op} --tree {tree.root}` first; nothing was written"
         )
     say(f"{op} is already bypassed ({existing.mode}) in {tree.root} (see {journal.JOURNAL_DIR}/{op}.json); nothing to do")
-    if as_json:
-        click.echo(report.dumps(report.already_bypassed(op)))
     return True
 
 
@@ -179,10 +183,10 @@ def _ops_from_hot(hot_report: Path, mode: str, top: int) -> tuple[str, ...]:
 
 def _ask(hunk: review.Hunk) -> str:
     if hunk.number == 1:
-        say(click.style(f"--- {hunk.path} ({hunk.of} hunk{'s' if hunk.of > 1 else ''})", bold=True))
+        prompt_text(click.style(f"--- {hunk.path} ({hunk.of} hunk{'s' if hunk.of > 1 else ''})", bold=True))
     for line in hunk.diff.splitlines():
         color = {"+": "green", "-": "red", "@": "cyan"}.get(line[:1])
-        say(click.style(line, fg=color) if color else line)
+        prompt_text(click.style(line, fg=color) if color else line)
     try:
         return click.prompt(
             f"apply hunk {hunk.number}/{hunk.of} of {hunk.path}? [y,n,a,q]",
@@ -196,7 +200,7 @@ def _ask(hunk: review.Hunk) -> str:
 
 
 def _refuse(hunk: review.Hunk) -> None:
-    say(f"hunk {hunk.number}/{hunk.of} of {hunk.path} cannot be left out: {hunk.needed_because}")
+    prompt_text(f"hunk {hunk.number}/{hunk.of} of {hunk.path} cannot be left out: {hunk.needed_because}")
 
 
 @contextlib.contextmanager

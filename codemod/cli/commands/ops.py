@@ -35,6 +35,12 @@ def ops(tree_root: Path, as_json: bool, only_bypassable: bool) -> None:
 @click.command()
 @OP_ARGUMENT
 @TREE_OPTION
-def explain(op: str, tree_root: Path) -> None:
+@JSON_OPTION
+def explain(op: str, tree_root: Path, as_json: bool) -> None:
     """OP's call path today and after each kind of bypass, and what a bypass writes by hand. Writes nothing."""
-    run(lambda: click.echo(explain_step.explain(locate(tree_root), op)))
+
+    def action() -> None:
+        explained = explain_step.explain(locate(tree_root), op)
+        click.echo(report.dumps(report.explain(explained)) if as_json else explain_step.render(explained))
+
+    run(action, "explain" if as_json else None)

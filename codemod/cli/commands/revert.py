@@ -8,8 +8,9 @@ import click
 from codemod.apply import journal, lock, unjournaled
 from codemod.cli import report
 from codemod.cli.options import BYPASSED_OPS_ARGUMENT, JSON_OPTION, TREE_OPTION, run, say
+from codemod.model import exact_text, native_yaml
 from codemod.model.errors import BadInput
-from codemod.model.tree import Tree, locate
+from codemod.model.tree import NATIVE_FUNCTIONS, Tree, locate
 
 
 @click.command()
@@ -28,33 +29,51 @@ def revert(op_names: tuple[str, ...], tree_root: Path, revert_all: bool, force: 
     def action() -> None:
         if bool(op_names) == revert_all:
             raise BadInput("name the ops to revert, or pass --all (not both)")
-        if as_json and (revert_all or len(op_names) > 1):
-            raise BadInput("--json reports one op: revert the ops one at a time with --json")
         tree = locate(tree_root)
         with lock.held(tree):
             journaled = [j.op for j in reversed(journal.bypassed(tree))]
             ops = journaled if revert_all else list(dict.fromkeys(op_names))
+            not_bypassed: list[str] = []
             if patch_file is not None:
                 if len(ops) != 1 or ops[0] in journaled:
                     raise BadInput("--patch undoes one op patched without a journal; revert journaled ops without it")
                 restored = unjournaled.revert_with_patch(tree, ops[0], patch_file)
-                say(f"reverted {ops[0]} (patched without a journal; {patch_file} checked by planning again): {len(restored)} files")
-                return
-            if not ops:
-                say(f"no op is bypassed in {tree.root}; nothing to revert")
-                return
-            _refuse_unjournaled(tree, [op for op in ops if op not in journaled])
-            reverted = journal.revert(tree, ops, force)
-        for each in reverted:
-            say(f"reverted {each.op} ({each.mode}): {len(each.files)} files")
-            for entry in each.files:
-                say(f"  {entry.path}  ({entry.outcome})")
-            for entry in (e for e in each.files if e.since):
-                say(f"{entry.path} was edited since the bypass:\n{entry.since}")
+                reverted = [journal.Reverted(ops[0], "unjournaled", tuple(journal.RevertedFile(path, "restored", "") for path in restored))]
+            else:
+                not_bypassed = _not_bypassed(tree, [op for op in ops if op not in journaled])
+                bypassed = [op for op in ops if op in journaled]
+                reverted = journal.revert(tree, bypassed, force) if bypassed else []
+        _say_reverted(tree, reverted, not_bypassed, revert_all)
         if as_json:
-            click.echo(report.dumps(report.revert(reverted[0].op, list(reverted[0].files))))
+            click.echo(report.dumps(report.revert(reverted, not_bypassed)))
 
     run(action, "revert" if as_json else None)
+
+
+def _not_bypassed(tree: Tree, ops: list[str]) -> list[str]:
+    """OPS, none of them journaled, as ops with nothing to revert: as `bypass` skips an op already bypassed, `revert`
+    skips an op that is not (exit 0, said). Refused (exit 2, nothing written): an op the tree's yaml does not have (a
+    typo, with the closest names), and one patched without a journal (how to undo it)."""
+    if ops:
+        doc = native_yaml.load(NATIVE_FUNCTIONS, exact_text.read(tree, NATIVE_FUNCTIONS))
+        for op in ops:
+            native_yaml.entries_named(doc, op)
+    _refuse_unjournaled(tree, ops)
+    return ops
+
+
+def _say_reverted(tree: Tree, reverted: list[journal.Reverted], not_bypassed: list[str], revert_all: bool) -> None:
+    if revert_all and not reverted:
+        say(f"no op is bypassed in {tree.root}; nothing to revert")
+    for op in not_bypassed:
+        say(f"{op} is not bypassed in {tree.root} (no {journal.JOURNAL_DIR}/{op}.json); nothing to revert")
+    for each in reverted:
+        mode = "patched without a journal; the patch checked by planning again" if each.mode == "unjournaled" else each.mode
+        say(f"reverted {each.op} ({mode}): {len(each.files)} files")
+        for entry in each.files:
+            say(f"  {entry.path}  ({entry.outcome})")
+        for entry in (e for e in each.files if e.since):
+            say(f"{entry.path} was edited since the bypass:\n{entry.since}")
 
 
 def _refuse_unjournaled(tree: Tree, ops: list[str]) -> None:

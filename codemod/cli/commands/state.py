@@ -46,7 +46,8 @@ def status(tree_root: Path, as_json: bool) -> None:
 @TREE_OPTION
 @click.option("--discard", is_flag=True,
               help="Drop a transaction log that cannot be replayed (unreadable), after restoring the tree from version control.")
-def recover(tree_root: Path, discard: bool) -> None:
+@JSON_OPTION
+def recover(tree_root: Path, discard: bool, as_json: bool) -> None:
     """Finish a bypass or revert that was killed half-way (or drop it if it had not committed)."""
 
     def action() -> None:
@@ -55,8 +56,12 @@ def recover(tree_root: Path, discard: bool) -> None:
             if discard:
                 dropped = transaction.discard(tree.root)
                 say(f"discarded {dropped}: it could not be replayed" if dropped else f"no transaction log in {tree.root}")
+                if as_json:
+                    click.echo(report.dumps(report.recover(tree.root, None, str(dropped) if dropped else None)))
                 return
             finished = transaction.recover(tree.root)
         say(f"recovered: finished `codemod {finished.command}`" if finished else f"nothing to recover in {tree.root}")
+        if as_json:
+            click.echo(report.dumps(report.recover(tree.root, finished.command if finished else None)))
 
-    run(action, finishes_transactions=True)
+    run(action, "recover" if as_json else None, finishes_transactions=True)

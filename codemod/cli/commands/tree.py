@@ -6,10 +6,11 @@ from pathlib import Path
 import click
 
 from codemod.capture import fromtorch
-from codemod.cli.options import run, say
+from codemod.cli import report
+from codemod.cli.options import JSON_OPTION, CommandGroup, run, say
 
 
-@click.group()
+@click.group(cls=CommandGroup)
 def tree() -> None:
     """Trees to run codemod on."""
 
@@ -25,7 +26,8 @@ def tree() -> None:
     help="Take torchgen and its packaged inputs from this torch .whl (pip download --no-deps torch==X) "
     "or torchgen directory instead of the installed torch.",
 )
-def from_torch(dest: Path, sources: Path, torchgen_from: Path | None) -> None:
+@JSON_OPTION
+def from_torch(dest: Path, sources: Path, torchgen_from: Path | None, as_json: bool) -> None:
     """Write a PyTorch-layout tree at DEST from the installed torch 2.13.0 (or --torchgen's release): its yaml,
     templates, torchgen and autograd codegen, plus the native sources of SOURCES."""
 
@@ -33,5 +35,7 @@ def from_torch(dest: Path, sources: Path, torchgen_from: Path | None) -> None:
         fromtorch.write_tree_from_torch(dest, sources, torchgen_from)
         origin = torchgen_from or "the installed torch"
         say(f"wrote a PyTorch-layout tree from {origin} at {dest} (native sources from {sources})")
+        if as_json:
+            click.echo(report.dumps(report.tree_from_torch(dest, torchgen_from, sources)))
 
-    run(action)
+    run(action, "tree from-torch" if as_json else None)
