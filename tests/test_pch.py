@@ -118,22 +118,29 @@ def test_no_pch_where_the_include_directories_hold_no_aten_pch(tmp_path: Path) -
 def test_the_compile_check_loads_aten_pch_precompiled_and_compiles_as_before(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """compile_check's g++ command force-includes the precompiled ATen_pch.h subset; a clean file compiles, a
     broken one fails at its own line, as without the PCH."""
+    import dataclasses
+
     from codemod.capture.fromtorch import write_tree_from_torch
     from codemod.model import progress
     from codemod.model.tree import locate
+    from codemod.plan.plan import FileChange, make_plan
     from codemod.verify import compile_check
     from tests.conftest import TARGET_TREE
 
     write_tree_from_torch(tmp_path / "tree", TARGET_TREE)
     tree = locate(tmp_path / "tree")
     nothing_regenerated = compile_check.Headers(tmp_path / "no-headers", "none")
+    mine = "aten/src/ATen/native/Mine.cpp"
     text = "#include <ATen/core/Tensor.h>\n\nint64_t elements(const at::Tensor& t) { return t.numel(); }\n"
+    # a plan that wrote only Mine.cpp: the compile check compiles the bytes on disk
+    writes_mine = dataclasses.replace(make_plan(tree, "mul"), changes=(FileChange(mine, None, text.encode()),), reaching=())
     progress.set_level(progress.VERBOSE)
     try:
-        report = compile_check.check(tree, nothing_regenerated, [compile_check.Source("aten/src/ATen/native/Mine.cpp", text.encode())])
+        tree.path(mine).write_text(text)
+        report = compile_check.check(tree, nothing_regenerated, [writes_mine])
         with pytest.raises(VerificationFailed, match=r"Mine\.cpp:3:.*no_such_member"):
-            broken = text.replace("numel()", "no_such_member()").encode()
-            compile_check.check(tree, nothing_regenerated, [compile_check.Source("aten/src/ATen/native/Mine.cpp", broken)])
+            tree.path(mine).write_text(text.replace("numel()", "no_such_member()"))
+            compile_check.check(tree, nothing_regenerated, [writes_mine])
     finally:
         progress.set_level(progress.NORMAL)
     assert report.compiled == ("aten/src/ATen/native/Mine.cpp",) and not report.not_compiled
