@@ -1,16 +1,19 @@
 """Every op `codemod ops --bypassable` lists, bypassed with full verification and reverted, each on a fresh copy.
 
-    python benchmarks/op_sweep.py TREE [--only OP ...] [--no-build] [--json]
+    python benchmarks/op_sweep.py TREE [--only OP ...] [--no-build] [--json] [--rows FILE]
 
 Counts: bypassed + verified + reverted byte for byte / refused (exit 2), by reason / failed (exit 1 from the
-verification, or a revert that is not byte-identical), and seconds per op. Figures for a person (docs/real-trees.md);
+verification, or a revert that is not byte-identical), the files verification did not compile and why, seconds per
+op, the date and the load average at start and end. Figures for a person (docs/real-trees.md);
 nothing here asserts a time. A tree from `codemod tree from-torch` laid over real native sources is the test that
 matters: see docs/real-trees.md for how to lay one out.
 """
 from __future__ import annotations
 
 import argparse
+import datetime
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -45,6 +48,7 @@ def sweep_one(tree: Path, op: str, scratch: Path, extra: list[str]) -> dict:
         row["reason"] = bypass.get("error", "")
         return row
     row["verified"] = bypass.get("verified", [])
+    row["not_compiled"] = bypass.get("unchecked", [])  # "path: why", as verification names them
     started = time.perf_counter()
     code, revert = codemod("revert", op, "--tree", str(copy))
     row["revert_seconds"] = round(time.perf_counter() - started, 1)
@@ -67,26 +71,36 @@ def main() -> int:
     parser.add_argument("--only", nargs="*", default=None, help="these ops instead of every bypassable one")
     parser.add_argument("--no-build", action="store_true", help="skip the compile-and-check gate before applying")
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--rows", type=Path, help="append each op's row to this JSON-lines file as it ends")
     args = parser.parse_args()
     code, listing = codemod("ops", "--tree", str(args.tree), "--bypassable")
     if code != 0:
         print(f"ops failed: {listing.get('error')}", file=sys.stderr)
         return 2
     ops = args.only or [row["op"] for row in listing["ops"] if row["bypassable"]]
+    load_at_start = os.getloadavg()
     rows = []
     with tempfile.TemporaryDirectory(prefix="op_sweep-") as scratch:
         for op in ops:
             row = sweep_one(args.tree, op, Path(scratch), ["--no-build"] if args.no_build else [])
             rows.append(row)
+            if args.rows:
+                with args.rows.open("a") as out:
+                    out.write(json.dumps(row) + "\n")
             print(f"{op:24} {row['outcome']:9} bypass {row['bypass_seconds']:6.1f} s  {row.get('reason', '')[:110]}", file=sys.stderr)
     counts = Counter(row["outcome"] for row in rows)
     refused = Counter(reason_class(row["reason"]) for row in rows if row["outcome"] == "refused")
     failed = {row["op"]: row["reason"] for row in rows if row["outcome"] == "failed"}
     seconds = [row["bypass_seconds"] + row.get("revert_seconds", 0) for row in rows]
+    not_compiled = Counter(reason_class(item) for row in rows for item in row.get("not_compiled", []))
     summary = {
         "tree": str(args.tree),
+        "date": datetime.date.today().isoformat(),
+        "load_average": {"start": [round(x, 2) for x in load_at_start], "end": [round(x, 2) for x in os.getloadavg()]},
         "ops": len(rows),
         "bypassed_verified_reverted": counts["bypassed"],
+        "with_files_not_compiled": sum(1 for row in rows if row.get("not_compiled")),
+        "not_compiled": dict(not_compiled),
         "refused": dict(refused),
         "failed": failed,
         "seconds_per_op": {"median": sorted(seconds)[len(seconds) // 2] if seconds else 0, "max": max(seconds, default=0)},
@@ -97,11 +111,14 @@ def main() -> int:
     else:
         print(f"{len(rows)} ops: {counts['bypassed']} bypassed + verified + reverted byte for byte, "
               f"{counts['refused']} refused, {counts['failed']} failed")
+        for reason, count in not_compiled.most_common():
+            print(f"  a file not compiled ({count}): {reason}")
         for reason, count in refused.most_common():
             print(f"  refused ({count}): {reason}")
         for op, reason in failed.items():
             print(f"  failed {op}: {reason[:200]}")
-        print(f"seconds per op (bypass + revert): median {summary['seconds_per_op']['median']:.1f}, max {summary['seconds_per_op']['max']:.1f}")
+        print(f"seconds per op (bypass + revert): median {summary['seconds_per_op']['median']:.1f}, max {summary['seconds_per_op']['max']:.1f}; "
+              f"{summary['date']}, load average {load_at_start[0]:.1f} -> {os.getloadavg()[0]:.1f}")
     return 0 if not failed else 1
 
 
