@@ -7,7 +7,7 @@ and `revert` call). Figures for a person; nothing here asserts a time.
         random orders (one to three ops per revert); every order must end byte-identical (files, modes, symlinks,
         directories) to target_tree/ plus the user edits.
     python benchmarks/any_order_stack.py pairs
-        Every ordered pair of the bypassable ops in every mode pair (plain/guarded for each): 4 x 420 pairs, each
+        Every ordered pair of the bypassable ops in every mode pair (plain/guarded for each, guarded where the op has it): 4 x N(N-1) pairs, each
         reverted in both orders; torchgen asked once per input, as the test's pair sweep does.
 """
 from __future__ import annotations
