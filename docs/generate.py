@@ -73,25 +73,30 @@ TREE = "--tree ./target_tree"
 HELP_COMMANDS = ("", "bypass", "revert", "status", "ops", "explain", "build", "bench", "hot", "recover", "tree from-torch")
 
 
-# What varies from run to run, masked wherever it appears: the seconds of a step, whether a build came from the
-# build cache (a first run compiles what a second finds cached), and how many files g++ found compiled before.
+# What varies from run to run, masked wherever it appears: the seconds of a step, whether a build or a codegen run
+# came from the build cache (a first run does what a second finds cached), and how many files g++ found compiled before.
 RUN_TO_RUN: tuple[tuple[str, str | Callable], ...] = (
+    (r"(?m)^verified: [^\n]*: ran clean before on the same inputs \(build cache\), not run again\n", ""),
+    (r"(?m)^precompile [^\n]*\(once for these headers, flags and compiler\): \d+\.\d+ s\n", ""),
     (r"\b(?:cache hit|compiled) in \d+\.\d+ s", "compiled (or a cache hit) in … s"),
     (r"(compile check: [^\n]*?)(?:, recorded clean from the same inputs)?: \d+\.\d+ s", r"\1 (or its recorded outcome): … s"),
     (r"(\(\d+ files?, \d+\.\d+ s)(?:; \d+ of them compiled clean before from the same inputs, not recompiled)?\)",
      r"\1; … of them compiled clean before from the same inputs, not recompiled)"),
     (r"\b\d+(?:\.\d+)? s\b", "… s"),
 )
-# bench: every measured figure (its table keeps the sizes), and the notes on noise that only some runs print
+# bench: every measured figure (its table keeps the sizes), the load, and the notes on flags only some runs print
 BENCH_FIGURES: tuple[tuple[str, str | Callable], ...] = (
-    (r"(?m)^(~noise|noisy): .*\n", ""),
+    (r"(?m)^(unreliable|~noise|noisy): .*\n", ""),
     (r"(?m)^( *[\d,]+)  \S.*$", r"\1  …"),
     (r"(?m)^ elements  .*$", lambda m: " " + "  ".join(m.group().split())),  # the header's widths follow the figures
-    (r"[\d,]+(?= instructions/call| inclusive| own)|(?<=\()[\d,]+(?=\))|(?<=\()[\d.]+(?=x\))", "…"),
+    (r"(?m)(?<=^load average \(1, 5, 15 min\) )[\d. ]+ at start, [\d. ]+ at end", "… at start, … at end"),
+    (r"(?m)(?<=calls\), instructions/call: ).*$", lambda m: re.sub(r"\d(?:[\d,.]*\d)?", "…", m.group())),
+    (r"[\d,]+(?= inclusive| own)|(?<=\()[\d,]+(?=\))", "…"),
 )
-# hot: the self CPU time, total and per op
+# hot: the self CPU time, total and per op, and the profiled run's length
 HOT_FIGURES: tuple[tuple[str, str | Callable], ...] = (
     (r"[\d,]+\.\d ms self CPU", "… ms self CPU"),
+    (r"(?<=in a )[\d,.]+ \w+(?= profiled run)", "…"),
     (r"(?m)^(aten::\S+ +[\d,]+ +)([\d,]+\.\d)", lambda m: m.group(1) + "…".rjust(len(m.group(2)))),  # the column keeps its width
 )
 
@@ -152,7 +157,7 @@ EXAMPLES: dict[str, tuple[Shown, ...]] = {
         "^verify:", r"^verified: g\+\+", "^not compiled",
     )),),
     "tutorial/bench": (Shown("tutorial/bench", (
-        "^mul: dispatcher", "^ns/call", "^ elements", r"^ *[\d,]+  …", "^(dispatcher|bypass): profiler", "^callgrind,",
+        "^mul: dispatcher", "^load average", "^ns/call", "^ elements", r"^ *[\d,]+  …", "^(dispatcher|bypass): profiler", "^callgrind,",
     )),),
     "tutorial/status": (Shown("tutorial/status"),),
     "tutorial/revert": (Shown("tutorial/revert", ("^reverted", "BinaryOps.cpp")),),
@@ -187,7 +192,7 @@ EXAMPLES: dict[str, tuple[Shown, ...]] = {
     )) for step in ("bypass", "revert-div", "edit", "status", "conflict", "force")),
     # docs/measurements.md
     "measure/bench": (Shown("tutorial/bench"),),
-    "measure/hot": (Shown("hot/hot"),),
+    "measure/hot": (Shown("hot/hot", (("^profile: ", "(?!)"),)),),  # from its first line: the profiler's own log lines before it vary
 }
 
 
