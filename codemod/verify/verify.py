@@ -58,10 +58,10 @@ def verify(tree: Tree, plan: Plan, *more: Plan, compile: bool = True) -> Verific
         generated = generated_functions(aten_out / "Functions.h", ops_names)
     if not generated:
         raise VerificationFailed(f"torchgen generates no at:: function for {', '.join(overloads)}")
-    public = sorted(f.name for f in generated if not f.name.startswith("__dispatch_"))
+    public = sorted({f.name for f in generated if not f.name.startswith("__dispatch_")})
     if public:
         raise VerificationFailed(f"torchgen still generates {', '.join('at::' + n for n in public)} through the dispatcher")
-    renamed = sorted(f.name for f in generated)
+    renamed = sorted({f.name for f in generated})
     codegen_checks = [
         "torchgen (ATen codegen) ran clean: it accepts the whole edited native_functions.yaml, generates its "
         "headers, and every file for the op's entries",
