@@ -117,7 +117,7 @@ def test_the_patch_is_written_only_once_everything_succeeded(tree: Path, tmp_pat
     before = state(tree)
     failed = subprocess.run([sys.executable, "-m", "codemod", "bypass", "mul", "--tree", str(tree), "--patch", str(patch), "--no-compile"],
                             capture_output=True, text=True, cwd=REPO, env={**os.environ, "CXX": "false"})
-    assert failed.returncode == 1 and "compiling the extension failed (false exit 1)" in failed.stderr, failed.stderr
+    assert failed.returncode == 1 and "codemod: false " in failed.stderr and "(exit 1)" in failed.stderr, failed.stderr  # the compiler failed
     assert state(tree) == before and not patch.exists()
     patch.write_text("diff --git a/x b/x\n")  # an earlier patch is written over
     dry = run_codemod("bypass", "mul", "--tree", str(tree), "--patch", str(patch), "--dry-run")

@@ -90,7 +90,10 @@ def profile(script: Path, args: tuple[str, ...], output: TextIO) -> dict:
         command = [sys.executable, profile_script.__file__, str(trace_path), str(failure_path), str(script), *args]
         output.flush()
         sys.stderr.flush()
-        returncode = subprocess.Popen(command, stdout=output, start_new_session=True).wait()
+        # the profiler hot starts writes its own start and stop markers to stderr ("USDT: ... profiler_start"): not the
+        # script's output, so silenced unless the user set kineto's level
+        env = {"KINETO_LOG_LEVEL": "6", **os.environ}
+        returncode = subprocess.Popen(command, stdout=output, env=env, start_new_session=True).wait()
         if returncode != 0:
             raise BadInput(f"{script} failed under the profiler ({_ended(returncode)}){_failure(failure_path)}")
         return read_trace(trace_path)

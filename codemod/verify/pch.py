@@ -64,7 +64,8 @@ def files_read(cxx: str, path: Path, flags: tuple[str, ...], as_header: bool = F
     progress.command(command)
     result = subprocess.run(command, capture_output=True, text=True)
     if result.returncode != 0:
-        raise VerificationFailed(f"{cxx} cannot read the includes of {path.name}:\n{result.stderr.strip()[-2000:]}")
+        said = result.stderr.strip()[-2000:]
+        raise VerificationFailed(f"{cxx} cannot read the includes of {path.name} (exit {result.returncode})" + (f":\n{said}" if said else ""))
     return tuple(Path(name) for name in result.stdout.replace("\\\n", " ").split(":", 1)[1].split())
 
 
