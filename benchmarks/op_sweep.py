@@ -1,11 +1,12 @@
 """Every op `codemod ops --bypassable` lists, bypassed with full verification and reverted, each on a fresh copy.
 
-    python benchmarks/op_sweep.py TREE [--only OP ...] [--no-build] [--json] [--rows FILE]
+    python benchmarks/op_sweep.py TREE [--only OP ...] [--no-build] [--json] [--rows FILE [--resume]] [--record LABEL]
 
 Counts: bypassed + verified + reverted byte for byte / refused (exit 2), by reason / failed (exit 1 from the
 verification, or a revert that is not byte-identical), the files verification did not compile and why, seconds per
 op, the date and the load average at start and end. Figures for a person (docs/real-trees.md);
-nothing here asserts a time. A tree from `codemod tree from-torch` laid over real native sources is the test that
+nothing here asserts a time. --record LABEL writes the totals to benchmarks/results/op_sweep-LABEL.json (dated,
+with the machine and the load) for docs/generate.py to render; --resume takes the ops --rows already holds from it. A tree from `codemod tree from-torch` laid over real native sources is the test that
 matters: see docs/real-trees.md for how to lay one out.
 """
 from __future__ import annotations
@@ -21,6 +22,8 @@ import tempfile
 import time
 from collections import Counter
 from pathlib import Path
+
+RESULTS = Path(__file__).resolve().parent / "results"
 
 
 def codemod(*args: str) -> tuple[int, dict]:
@@ -72,6 +75,8 @@ def main() -> int:
     parser.add_argument("--no-build", action="store_true", help="skip the compile-and-check gate before applying")
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--rows", type=Path, help="append each op's row to this JSON-lines file as it ends")
+    parser.add_argument("--resume", action="store_true", help="with --rows: the ops it holds are not run again")
+    parser.add_argument("--record", metavar="LABEL", help="write the totals to benchmarks/results/op_sweep-LABEL.json")
     args = parser.parse_args()
     code, listing = codemod("ops", "--tree", str(args.tree), "--bypassable")
     if code != 0:
@@ -79,9 +84,10 @@ def main() -> int:
         return 2
     ops = args.only or [row["op"] for row in listing["ops"] if row["bypassable"]]
     load_at_start = os.getloadavg()
-    rows = []
+    rows = [json.loads(line) for line in args.rows.read_text().splitlines()] if args.resume and args.rows and args.rows.is_file() else []
+    rows = [row for row in rows if row["op"] in ops]
     with tempfile.TemporaryDirectory(prefix="op_sweep-") as scratch:
-        for op in ops:
+        for op in [op for op in ops if op not in {row["op"] for row in rows}]:
             row = sweep_one(args.tree, op, Path(scratch), ["--no-build"] if args.no_build else [])
             rows.append(row)
             if args.rows:
@@ -97,6 +103,7 @@ def main() -> int:
         "tree": str(args.tree),
         "date": datetime.date.today().isoformat(),
         "load_average": {"start": [round(x, 2) for x in load_at_start], "end": [round(x, 2) for x in os.getloadavg()]},
+        "listed": len(ops),
         "ops": len(rows),
         "bypassed_verified_reverted": counts["bypassed"],
         "with_files_not_compiled": sum(1 for row in rows if row.get("not_compiled")),
@@ -106,6 +113,8 @@ def main() -> int:
         "seconds_per_op": {"median": sorted(seconds)[len(seconds) // 2] if seconds else 0, "max": max(seconds, default=0)},
         "rows": rows,
     }
+    if args.record:
+        record(args.record, summary)
     if args.json:
         print(json.dumps(summary, indent=1))
     else:
@@ -120,6 +129,20 @@ def main() -> int:
         print(f"seconds per op (bypass + revert): median {summary['seconds_per_op']['median']:.1f}, max {summary['seconds_per_op']['max']:.1f}; "
               f"{summary['date']}, load average {load_at_start[0]:.1f} -> {os.getloadavg()[0]:.1f}")
     return 0 if not failed else 1
+
+
+def record(label: str, summary: dict) -> None:
+    import torch
+    from tutorial_steps import machine  # benchmarks/: the script's own directory
+
+    path = RESULTS / f"op_sweep-{label}.json"
+    kept = {key: value for key, value in summary.items() if key not in ("rows", "tree", "load_average")}
+    load = summary["load_average"]
+    path.write_text(json.dumps({
+        "script": Path(__file__).name, "date": summary["date"], "machine": machine(), "cpus": os.cpu_count(),
+        "load_average": {"before": load["start"][0], "after": load["end"][0]}, "torch": torch.__version__, **kept,
+    }, indent=1) + "\n")
+    print(f"wrote {path}; render it into the pages with `python docs/generate.py`", file=sys.stderr)
 
 
 if __name__ == "__main__":

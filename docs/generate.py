@@ -373,11 +373,30 @@ def bench_figures(_outputs: dict) -> str:
     return text + "\n" + _measured_when(record) + "\n"
 
 
+def op_sweep_figures(_outputs: dict) -> str:
+    """Each tree's sweep (benchmarks/op_sweep.py --record LABEL): its totals, refusals and files not compiled."""
+    parts = []
+    for path in sorted(RESULTS.glob("op_sweep-*.json")):
+        record = _recorded(path.stem)
+        label = path.stem.removeprefix("op_sweep-")
+        swept = f"{record['ops']} ops" if record["ops"] == record["listed"] else f"{record['ops']} of the {record['listed']} ops listed (the sweep stopped there)"
+        lines = [f"**{label}**: {swept}: {record['bypassed_verified_reverted']} bypassed, verified and reverted byte for byte "
+                 f"({record['with_files_not_compiled']} of them with a file named not compiled), "
+                 f"{sum(record['refused'].values())} refused, {len(record['failed'])} failed; "
+                 f"median {record['seconds_per_op']['median']:.0f} s per op (bypass + revert)."]
+        lines += [f"- not compiled ({count} times): {reason}" for reason, count in record["not_compiled"].items()]
+        lines += [f"- refused ({count}): {reason}" for reason, count in record["refused"].items()]
+        lines += [f"- failed `{op}`: {reason.splitlines()[0][:160]}" for op, reason in record["failed"].items()]
+        parts.append("\n".join(lines) + "\n\n" + _measured_when(record) + "\n")
+    return "\n".join(parts) or "No sweep recorded yet: run `python benchmarks/op_sweep.py TREE --record LABEL`.\n"
+
+
 GENERATED_TEXT: dict[str, Callable[[dict], str]] = {
     "readme/call-path": call_path_picture,
     "tutorial/commands": tutorial_commands,
     "figures/tutorial-timings": tutorial_timings,
     "figures/bench-mul": bench_figures,
+    "figures/op-sweep": op_sweep_figures,
 }
 SESSIONS_READ = {"readme/call-path": ("conventions",)}  # the generated texts that read a session's output
 
