@@ -63,6 +63,15 @@ def sweep_one(tree: Path, op: str, scratch: Path, extra: list[str]) -> dict:
     return row
 
 
+def sweep_load(rows: list[dict], at_start: tuple[float, ...]) -> dict | None:
+    """The 1-min load average at the start and at the end of the sweep; None when rows resumed from --rows do not
+    record theirs (an earlier version of this script), rather than the load of the moment it resumed."""
+    if any("load_average" not in row for row in rows):
+        return None
+    return {"start": round(at_start[0], 2), "end": rows[-1]["load_average"] if rows else round(os.getloadavg()[0], 2), "max": max(
+        (row["load_average"] for row in rows), default=0)}
+
+
 def reason_class(reason: str) -> str:
     """The reason without the op's own names, so refusals group: the text after the last ': ' up to ';'."""
     return reason.rsplit(": ", 1)[-1].split(";")[0].strip()[:100] or "(no message)"
@@ -89,6 +98,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="op_sweep-") as scratch:
         for op in [op for op in ops if op not in {row["op"] for row in rows}]:
             row = sweep_one(args.tree, op, Path(scratch), ["--no-build"] if args.no_build else [])
+            row["load_average"] = round(os.getloadavg()[0], 2)  # as the op ended: a resumed sweep's load is its rows'
             rows.append(row)
             if args.rows:
                 with args.rows.open("a") as out:
@@ -102,8 +112,8 @@ def main() -> int:
     summary = {
         "tree": str(args.tree),
         "date": datetime.date.today().isoformat(),
-        "load_average": {"start": [round(x, 2) for x in load_at_start], "end": [round(x, 2) for x in os.getloadavg()]},
-        "listed": len(ops),
+        "load_average": sweep_load(rows, load_at_start),
+        "listed": sum(1 for row in listing["ops"] if row["bypassable"]),  # --only sweeps part of them
         "ops": len(rows),
         "bypassed_verified_reverted": counts["bypassed"],
         "with_files_not_compiled": sum(1 for row in rows if row.get("not_compiled")),
@@ -127,7 +137,7 @@ def main() -> int:
         for op, reason in failed.items():
             print(f"  failed {op}: {reason[:200]}")
         print(f"seconds per op (bypass + revert): median {summary['seconds_per_op']['median']:.1f}, max {summary['seconds_per_op']['max']:.1f}; "
-              f"{summary['date']}, load average {load_at_start[0]:.1f} -> {os.getloadavg()[0]:.1f}")
+              f"{summary['date']}, load average {summary['load_average'] or 'not recorded by the resumed rows'}")
     return 0 if not failed else 1
 
 
@@ -140,7 +150,7 @@ def record(label: str, summary: dict) -> None:
     load = summary["load_average"]
     path.write_text(json.dumps({
         "script": Path(__file__).name, "date": summary["date"], "machine": machine(), "cpus": os.cpu_count(),
-        "load_average": {"before": load["start"][0], "after": load["end"][0]}, "torch": torch.__version__, **kept,
+        "load_average": load and {"before": load["start"], "after": load["end"], "max": load["max"]}, "torch": torch.__version__, **kept,
     }, indent=1) + "\n")
     print(f"wrote {path}; render it into the pages with `python docs/generate.py`", file=sys.stderr)
 

@@ -341,8 +341,8 @@ def _recorded(name: str) -> dict:
 
 def _measured_when(record: dict) -> str:
     load = record["load_average"]
-    return (f"Measured {record['date']} by `python benchmarks/{record['script']}` on {record['cpus']} cores ({record['machine']}), "
-            f"load average {load['before']:.1f} before and {load['after']:.1f} after, torch {record['torch']}.")
+    said = f"load average {load['before']:.1f} before and {load['after']:.1f} after" if load else "load average not recorded"
+    return f"Measured {record['date']} by `python benchmarks/{record['script']}` on {record['cpus']} cores ({record['machine']}), {said}, torch {record['torch']}."
 
 
 def tutorial_timings(_outputs: dict) -> str:
@@ -384,11 +384,38 @@ def op_sweep_figures(_outputs: dict) -> str:
                  f"({record['with_files_not_compiled']} of them with a file named not compiled), "
                  f"{sum(record['refused'].values())} refused, {len(record['failed'])} failed; "
                  f"median {record['seconds_per_op']['median']:.0f} s per op (bypass + revert)."]
-        lines += [f"- not compiled ({count} times): {reason}" for reason, count in record["not_compiled"].items()]
-        lines += [f"- refused ({count}): {reason}" for reason, count in record["refused"].items()]
-        lines += [f"- failed `{op}`: {reason.splitlines()[0][:160]}" for op, reason in record["failed"].items()]
+        for kind in ("not_compiled", "refused"):
+            by_count = sorted(record[kind].items(), key=lambda item: -item[1])
+            lines += [f"- {kind.replace('_', ' ')} ({_times(count)}): {_clipped(reason)}" for reason, count in by_count]
+        lines += [f"- failed `{op}`: {_first_error(reason)}" for op, reason in record["failed"].items()]
         parts.append("\n".join(lines) + "\n\n" + _measured_when(record) + "\n")
     return "\n".join(parts) or "No sweep recorded yet: run `python benchmarks/op_sweep.py TREE --record LABEL`.\n"
+
+
+def _first_error(reason: str) -> str:
+    """A failure's first g++ error (file:line: error: ...), else its first line."""
+    errors = [line.strip() for line in reason.splitlines() if " error: " in line]
+    return re.sub(r"/\S*/build/headers-\w+/", "<regenerated>/", (errors or reason.splitlines())[0])[:200]
+
+
+def op_sweep_totals(_outputs: dict) -> str:
+    """One line per recorded sweep, for the README."""
+    lines = []
+    for path in sorted(RESULTS.glob("op_sweep-*.json")):
+        record = _recorded(path.stem)
+        of = f"{record['ops']} of {record['listed']}" if record["ops"] != record["listed"] else f"all {record['ops']}"
+        lines.append(f"- {path.stem.removeprefix('op_sweep-')} ({record['date']}): {of} bypassable ops swept with full verification, "
+                     f"{record['bypassed_verified_reverted']} bypassed, verified and reverted byte for byte, {len(record['failed'])} failed.")
+    return "\n".join(lines) + "\n"
+
+
+def _times(count: int) -> str:
+    return "once" if count == 1 else f"{count} times"
+
+
+def _clipped(reason: str) -> str:
+    """op_sweep keeps a reason's first 100 characters: a clipped one ends at its last whole word."""
+    return reason if len(reason) < 100 else reason.rsplit(" ", 1)[0] + " …"
 
 
 GENERATED_TEXT: dict[str, Callable[[dict], str]] = {
@@ -397,6 +424,7 @@ GENERATED_TEXT: dict[str, Callable[[dict], str]] = {
     "figures/tutorial-timings": tutorial_timings,
     "figures/bench-mul": bench_figures,
     "figures/op-sweep": op_sweep_figures,
+    "figures/op-sweep-totals": op_sweep_totals,
 }
 SESSIONS_READ = {"readme/call-path": ("conventions",)}  # the generated texts that read a session's output
 
