@@ -16,7 +16,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def cache_dir() -> Path:
-    return Path(os.environ.get("CODEMOD_BUILD_CACHE", REPO / "cpp_ext" / "build"))
+    return Path(os.environ.get("CODEMOD_BUILD_CACHE") or REPO / "cpp_ext" / "build")  # set but empty: the default, not "."
 
 
 
