@@ -39,8 +39,9 @@ def compiler_identity(cxx: str) -> str:
 
 
 def language_flags(flags: Sequence[str]) -> list[str]:
-    """FLAGS without what they write (outputs, dependency files): the flags a PCH is built with."""
-    return _without(flags, _OPTIONS_WITH_PATH, _OUTPUT_OPTIONS)
+    """FLAGS without what they write (outputs, dependency files) and without the compiled file's language (`-x c++`
+    for a header compiled as a unit: a PCH is built as c++-header): the flags a PCH is built with."""
+    return _without(flags, (*_OPTIONS_WITH_PATH, "-x"), _OUTPUT_OPTIONS)
 
 
 def _without(flags: Sequence[str], with_value: tuple[str, ...], alone: tuple[str, ...] = ()) -> list[str]:
