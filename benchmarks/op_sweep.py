@@ -4,10 +4,11 @@
 
 Counts: bypassed + verified + reverted byte for byte / refused (exit 2), by reason / failed (exit 1 from the
 verification, or a revert that is not byte-identical), the files verification did not compile and why, seconds per
-op, the date and the load average at start and end. Figures for a person (docs/real-trees.md);
-nothing here asserts a time. --record LABEL writes the totals to benchmarks/results/op_sweep-LABEL.json (dated,
-with the machine and the load) for docs/generate.py to render; --resume takes the ops --rows already holds from it. A tree from `codemod tree from-torch` laid over real native sources is the test that
-matters: see docs/real-trees.md for how to lay one out.
+op, the date and the load average before and after. Figures for a person (docs/real-trees.md); nothing here asserts
+a time. --record LABEL writes the totals to benchmarks/results/op_sweep-LABEL.json (dated, with the machine and the
+load) for docs/generate.py to render; --resume takes the ops --rows already holds from it. A tree from
+`codemod tree from-torch` laid over real native sources is the test that matters: see docs/real-trees.md for how to
+lay one out.
 """
 from __future__ import annotations
 
@@ -64,12 +65,12 @@ def sweep_one(tree: Path, op: str, scratch: Path, extra: list[str]) -> dict:
 
 
 def sweep_load(rows: list[dict], at_start: tuple[float, ...]) -> dict | None:
-    """The 1-min load average at the start and at the end of the sweep; None when rows resumed from --rows do not
+    """The 1-min load average before the sweep, after it and at most; None when rows resumed from --rows do not
     record theirs (an earlier version of this script), rather than the load of the moment it resumed."""
     if any("load_average" not in row for row in rows):
         return None
-    return {"start": round(at_start[0], 2), "end": rows[-1]["load_average"] if rows else round(os.getloadavg()[0], 2), "max": max(
-        (row["load_average"] for row in rows), default=0)}
+    loads = [row["load_average"] for row in rows] or [round(os.getloadavg()[0], 2)]
+    return {"before": round(at_start[0], 2), "after": loads[-1], "max": max(loads)}
 
 
 def reason_class(reason: str) -> str:
@@ -146,11 +147,10 @@ def record(label: str, summary: dict) -> None:
     from tutorial_steps import machine  # benchmarks/: the script's own directory
 
     path = RESULTS / f"op_sweep-{label}.json"
-    kept = {key: value for key, value in summary.items() if key not in ("rows", "tree", "load_average")}
-    load = summary["load_average"]
+    kept = {key: value for key, value in summary.items() if key not in ("rows", "tree")}
     path.write_text(json.dumps({
-        "script": Path(__file__).name, "date": summary["date"], "machine": machine(), "cpus": os.cpu_count(),
-        "load_average": load and {"before": load["start"], "after": load["end"], "max": load["max"]}, "torch": torch.__version__, **kept,
+        "script": Path(__file__).name, "machine": machine(), "cpus": os.cpu_count(),
+        "torch": torch.__version__, **kept,
     }, indent=1) + "\n")
     print(f"wrote {path}; render it into the pages with `python docs/generate.py`", file=sys.stderr)
 

@@ -373,12 +373,15 @@ def bench_figures(_outputs: dict) -> str:
     return text + "\n" + _measured_when(record) + "\n"
 
 
+def _sweeps() -> list[tuple[str, dict]]:
+    """Each recorded sweep (benchmarks/op_sweep.py --record LABEL): its label and record, by label."""
+    return [(path.stem.removeprefix("op_sweep-"), _recorded(path.stem)) for path in sorted(RESULTS.glob("op_sweep-*.json"))]
+
+
 def op_sweep_figures(_outputs: dict) -> str:
-    """Each tree's sweep (benchmarks/op_sweep.py --record LABEL): its totals, refusals and files not compiled."""
+    """Each tree's sweep: its totals, refusals and files not compiled."""
     parts = []
-    for path in sorted(RESULTS.glob("op_sweep-*.json")):
-        record = _recorded(path.stem)
-        label = path.stem.removeprefix("op_sweep-")
+    for label, record in _sweeps():
         swept = f"{record['ops']} ops" if record["ops"] == record["listed"] else f"{record['ops']} of the {record['listed']} ops listed (the sweep stopped there)"
         lines = [f"**{label}**: {swept}: {record['bypassed_verified_reverted']} bypassed, verified and reverted byte for byte "
                  f"({record['with_files_not_compiled']} of them with a file named not compiled), "
@@ -401,10 +404,9 @@ def _first_error(reason: str) -> str:
 def op_sweep_totals(_outputs: dict) -> str:
     """One line per recorded sweep, for the README."""
     lines = []
-    for path in sorted(RESULTS.glob("op_sweep-*.json")):
-        record = _recorded(path.stem)
+    for label, record in _sweeps():
         of = f"{record['ops']} of {record['listed']}" if record["ops"] != record["listed"] else f"all {record['ops']}"
-        lines.append(f"- {path.stem.removeprefix('op_sweep-')} ({record['date']}): {of} bypassable ops swept with full verification, "
+        lines.append(f"- {label} ({record['date']}): {of} bypassable ops swept with full verification, "
                      f"{record['bypassed_verified_reverted']} bypassed, verified and reverted byte for byte, {len(record['failed'])} failed.")
     return "\n".join(lines) + "\n"
 
