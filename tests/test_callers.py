@@ -6,6 +6,7 @@ from __future__ import annotations
 import difflib
 import json
 import random
+import subprocess
 from pathlib import Path
 
 from codemod.apply import patch
@@ -122,17 +123,27 @@ def test_hunks_are_as_small_as_the_change(tree: Path) -> None:
         assert changed_count(hunk.text.splitlines()) == 4
 
 
+def random_sides(rng: random.Random) -> tuple[list[str], list[str]]:
+    """Two versions of a file of frequent lines (the ones autojunk and quadratic matchers trip on)."""
+    old = [rng.choice(["a\n", "}\n", "\n", "b\n"]) for _ in range(rng.randrange(0, 40))]
+    new = [line for line in old if rng.random() > 0.1] + [rng.choice(["x\n", "}\n"])] * rng.randrange(2)
+    return old, new
+
+
 def test_unified_diff_is_difflibs_without_autojunk() -> None:
-    """The one renderer of patch, -i and three-way revert writes what difflib writes, hunk for hunk."""
+    """The one renderer of patch, -i and three-way revert writes what difflib writes, hunk for hunk, where the
+    two sides begin and end differently (elsewhere the equal ends are set aside first, as git does)."""
 
     class NoAutojunk(difflib.SequenceMatcher):
         def __init__(self, isjunk=None, a="", b="") -> None:
             super().__init__(isjunk, a, b, autojunk=False)
 
     rng = random.Random(12)
-    for _ in range(500):
-        old = [rng.choice(["a\n", "}\n", "\n", "b\n"]) for _ in range(rng.randrange(0, 40))]
-        new = [line for line in old if rng.random() > 0.1] + [rng.choice(["x\n", "}\n"])] * rng.randrange(2)
+    compared = 0
+    while compared < 500:
+        old, new = random_sides(rng)
+        if old and new and (old[0] == new[0] or old[-1] == new[-1]):
+            continue
         context = rng.randrange(0, 4)
         original, difflib.SequenceMatcher = difflib.SequenceMatcher, NoAutojunk
         try:
@@ -140,6 +151,24 @@ def test_unified_diff_is_difflibs_without_autojunk() -> None:
         finally:
             difflib.SequenceMatcher = original
         assert list(patch.unified_diff(old, new, "a", "b", context)) == expected
+        compared += 1
+
+
+def test_every_diff_applies_with_git(tmp_path: Path) -> None:
+    """Whatever the two sides share at their ends, `git apply` turns the old side into the new with our diff."""
+    rng = random.Random(13)
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    for case in range(200):
+        old, new = random_sides(rng)
+        head = [rng.choice(["a\n", "}\n"]) for _ in range(rng.randrange(0, 6))]
+        old, new = head + old + head, head + new + head
+        if old == new:
+            continue
+        (tmp_path / "f").write_text("".join(old))
+        (tmp_path / "p.diff").write_text("".join(patch.unified_diff(old, new, "a/f", "b/f")))
+        applied = subprocess.run(["git", "apply", "p.diff"], cwd=tmp_path, capture_output=True, text=True)
+        assert applied.returncode == 0, f"case {case}: {applied.stderr}"
+        assert (tmp_path / "f").read_text() == "".join(new), f"case {case}"
 
 
 # A caller that names at::cpu:: another way: an alias and a macro from its own header, and a using-declaration.

@@ -31,8 +31,25 @@ class Hunk:
 
 def _grouped_opcodes(old: list[str], new: list[str], context: int) -> list[list[Opcode]]:
     """difflib's hunks without its autojunk heuristic, which on files of 200+ lines treats frequent lines
-    (blank lines, `}`) as junk and inflates a 2-line change into a +6/-6 hunk."""
-    return list(difflib.SequenceMatcher(None, old, new, autojunk=False).get_grouped_opcodes(context))
+    (blank lines, `}`) as junk and inflates a 2-line change into a +6/-6 hunk. The lines both sides begin and end
+    with are equal before difflib looks, as git's xdiff does: its matcher is quadratic in the lines it is given
+    (seconds on native_functions.yaml), and a bypass changes a few entries of it."""
+    same = 0
+    while same < min(len(old), len(new)) and old[same] == new[same]:
+        same += 1
+    tail = 0
+    while tail < min(len(old), len(new)) - same and old[-1 - tail] == new[-1 - tail]:
+        tail += 1
+    middle = difflib.SequenceMatcher(None, old[same : len(old) - tail], new[same : len(new) - tail], autojunk=False)
+    # the middle begins and ends with a difference, so its opcodes need no merging with the equal ends
+    opcodes = [(tag, i1 + same, i2 + same, j1 + same, j2 + same) for tag, i1, i2, j1, j2 in middle.get_opcodes()]
+    whole = difflib.SequenceMatcher(None, old, new, autojunk=False)
+    whole.opcodes = [  # get_opcodes() returns what it holds: difflib groups these into hunks
+        *([("equal", 0, same, 0, same)] if same else []),
+        *opcodes,
+        *([("equal", len(old) - tail, len(old), len(new) - tail, len(new))] if tail else []),
+    ]
+    return list(whole.get_grouped_opcodes(context))
 
 
 def unified_diff(old: list[str], new: list[str], from_name: str, to_name: str, context: int = CONTEXT_LINES) -> Iterator[str]:

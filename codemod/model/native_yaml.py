@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import bisect
 import difflib
+import functools
 import itertools
 import json
 import re
@@ -167,6 +168,7 @@ def line_end(text: str, offset: int) -> int:
     return len(text) if found == -1 else found
 
 
+@functools.lru_cache(maxsize=8)  # a command reads the same text at each step (plan, checks, verify): parse it once
 def load(rel_path: str, text: str) -> NativeYaml:
     bom = len(_BOM) if text.startswith(_BOM) else 0  # libyaml (torchgen's loader) skips it, and counts marks after it
     root, values = _compose(rel_path, text[bom:])
