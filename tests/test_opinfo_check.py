@@ -9,7 +9,10 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import re
+import subprocess
+import sys
 from collections.abc import Callable
 
 import pytest
@@ -166,3 +169,35 @@ def test_bench_times_a_reduction_with_a_representative_sample() -> None:
     assert all(row["dispatch_ns"] > 0 and row["bypass_ns"] > 0 for row in measured["wall"])
     assert measured["observed"]["dispatch"]["grad_fn"] == "SumBackward1"
     assert measured["observed"]["bypass"]["grad_fn"] is None
+
+
+SAMPLES_OF_MUL = """
+import json, sys
+import torch
+from codemod.model.tree import locate
+from codemod.plan.plan import op_entries
+from codemod.verify import samples
+group = samples.group_of(op_entries(locate(sys.argv[1]), "mul").groups[0])
+kept = samples.op_samples(group, "mul")
+torch.save(kept, sys.argv[2])
+print(json.dumps({"imported_op_db": "torch.testing._internal.common_methods_invocations" in sys.modules}))
+"""
+
+
+def test_opinfo_samples_are_kept_so_a_second_check_imports_no_op_db(tmp_path) -> None:
+    """A process that finds the op's samples in the build cache does not import op_db (seconds) and gets the very
+    calls the first made: the same dtypes, sources and tensors."""
+    env = {**os.environ, "CODEMOD_BUILD_CACHE": str(tmp_path / "cache")}
+    runs = []
+    for name in ("first", "second"):
+        ran = subprocess.run([sys.executable, "-c", SAMPLES_OF_MUL, str(TARGET_TREE), str(tmp_path / name)],
+                             capture_output=True, text=True, env=env)
+        assert ran.returncode == 0, ran.stderr
+        runs.append(json.loads(ran.stdout))
+    assert runs == [{"imported_op_db": True}, {"imported_op_db": False}]
+    first, second = (torch.load(tmp_path / name, weights_only=False) for name in ("first", "second"))
+    assert first.dtypes == second.dtypes and torch.float32 in first.calls and first.calls[torch.float32]
+    for dtype, calls in first.calls.items():
+        assert [c.source for c in calls] == [c.source for c in second.calls[dtype]]
+        for made, kept in zip(calls, second.calls[dtype]):
+            torch.testing.assert_close(kept.arguments, made.arguments, rtol=0, atol=0, equal_nan=True)

@@ -91,12 +91,12 @@ def check_op(tree: Tree, op: str, captured: Capture | None = None, module: Modul
 
 
 def check(module: ModuleType, op: str, groups: list[Group]) -> CheckReport:
-    infos = samples.opinfos(op)
-    dtypes = samples.supported_dtypes(infos)
+    sampled = [samples.op_samples(group, op) for group in groups]
+    dtypes = sampled[0].dtypes
     report = CheckReport(op, [samples.dtype_name(d) for d in dtypes])
-    torch.manual_seed(0)
-    for group in groups:
-        calls = [c for dtype in dtypes for c in samples.opinfo_calls(group, op, dtype)]
+    for group, opinfo in zip(groups, sampled):
+        torch.manual_seed(0)  # the generated calls alike whether the samples came from the build cache or not
+        calls = [c for dtype in dtypes for c in opinfo.calls[dtype]]
         strings = samples.string_values(group, calls)
         source = "OpInfo"
         try:

@@ -15,12 +15,15 @@ from __future__ import annotations
 import contextlib
 import functools
 import itertools
+import pickle
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 
 import torch
 from torchgen.model import Argument, BaseTy, BaseType, FunctionSchema, ListType, OptionalType, SchemaKind, Type
 
+from codemod.model import cache
 from codemod.model.errors import BadInput
 from codemod.model.native_yaml import OpGroup
 from codemod.verify.signature import python_name
@@ -121,6 +124,45 @@ def supported_dtypes(infos: list) -> list[torch.dtype]:
     return [d for d in DTYPES if d in supported]
 
 
+@dataclass(frozen=True)
+class OpSamples:
+    """What PyTorch's OpInfos give a group: the dtypes of DTYPES they support for the op, and each one's calls
+    (float32's always: bench times a float32 call)."""
+
+    dtypes: tuple[torch.dtype, ...]
+    calls: dict[torch.dtype, list[Call]]
+
+
+class _Unpicklable(Exception):
+    pass
+
+
+def op_samples(group: Group, op: str) -> OpSamples:
+    """OP's OpInfo samples bound to GROUP, kept in the build cache by torch's version, OP, the group's schemas and this
+    module's code: they are the same whatever the tree, so only the first check of an op imports op_db (seconds).
+    Samples that cannot be saved (a value pickle refuses) are used as they are, and made again next time."""
+    key = cache.digest(torch.__version__, op, *(str(o.schema) for o in group.overloads), Path(__file__).read_bytes())[:20]
+    kept = cache.cache_dir() / f"samples-{key}"
+    if (kept / _SAMPLES).is_file():
+        return torch.load(kept / _SAMPLES, weights_only=False)  # our own file, found by its content's key
+    torch.manual_seed(0)
+    dtypes = tuple(supported_dtypes(opinfos(op)))
+    made = OpSamples(dtypes, {dtype: list(opinfo_calls(group, op, dtype)) for dtype in dict.fromkeys([*dtypes, torch.float32])})
+
+    def save(scratch: Path) -> None:
+        try:
+            torch.save(made, scratch / _SAMPLES)
+        except (pickle.PicklingError, TypeError, AttributeError) as refused:
+            raise _Unpicklable from refused
+
+    with contextlib.suppress(_Unpicklable):
+        cache.cached_build(kept.name, _SAMPLES, save)
+    return made
+
+
+_SAMPLES = "samples.pt"
+
+
 def opinfo_calls(group: Group, op: str, dtype: torch.dtype) -> Iterator[Call]:
     """The OpInfo samples of OP in DTYPE that bind to GROUP's arguments; where none does, the calls of GROUP's
     overloads that the samples of OpInfos reaching OP make (`reached_calls`)."""
@@ -173,7 +215,7 @@ def representative(group: Group, op: str) -> Call:
     """The call bench times: the first float32 OpInfo sample whose tensors are all 1-D of one length (so its
     other arguments hold for N-element tensors), else the first call generated for 2-element tensors; every
     argument that has a default takes it, as in the call people write (`a + b` is add with alpha=1)."""
-    calls = list(opinfo_calls(group, op, torch.float32))
+    calls = op_samples(group, op).calls[torch.float32]
     for call in calls:
         shapes = {v.shape for v in call.arguments.values() if is_tensor_value(v)}
         if len(shapes) == 1 and len(next(iter(shapes))) == 1:

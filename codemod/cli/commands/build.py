@@ -64,9 +64,8 @@ def build_and_check(
     if refusal is not None:  # before compiling anything
         raise refusal
     with progress.step(f"build: compile {op}'s {what}"), ThreadPoolExecutor(max_workers=1) as pool:
-        if check and not guarded:  # the OpInfo check's imports (seconds) beside the compiler
-            importing = pool.submit(importlib.import_module, "codemod.verify.opinfo_check")
-            pool.submit(lambda: importing.result().samples.op_db())
+        if check and not guarded:  # the OpInfo check's imports (torch: seconds) beside the compiler
+            pool.submit(importlib.import_module, "codemod.verify.opinfo_check")
         built = guarded_ext.build(tree, op, capture) if guarded else build_step.build(tree, op, captured)
     how = "cache hit" if built.cached else "compiled"
     say(f"{op}: {how} in {built.seconds:.2f} s: {built.executable}")
