@@ -267,8 +267,11 @@ def check(
     run = _Run(tree, headers, before, removed_by(plans))
     sources = [t for t in targets if t.path.endswith(SOURCE_SUFFIXES)]
     header_targets = [t for t in targets if t.path.endswith(HEADER_SUFFIXES)]
+    # the largest first (a file's size stands for its compile time), so that the two jobs end close together
+    largest_first = sorted(sources, key=lambda t: -tree.path(t.path).stat().st_size if tree.path(t.path).is_file() else 0)
     with ThreadPoolExecutor(max_workers=JOBS) as pool:
-        outcomes = list(pool.map(run.target, sources))
+        by_target = dict(zip(largest_first, pool.map(run.target, largest_first)))
+        outcomes = [by_target[t] for t in sources]
         read_by = {name: o.target.path for o in outcomes if o.compiled for name in o.tree_headers}
         alone = [t for t in header_targets if t.path not in read_by]
         outcomes += [run.through(t, read_by[t.path]) for t in header_targets if t.path in read_by]

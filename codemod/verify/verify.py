@@ -19,8 +19,10 @@ The autograd codegen runs in full: the foreach cascade is a cross-entry effect.
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 import tempfile
+from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -41,45 +43,70 @@ class Verification:
 
 
 def verify(tree: Tree, plan: Plan, *more: Plan, compile: bool = True) -> Verification:
-    """Run the autograd codegen beside the two torchgen runs (two cores), then (with COMPILE) compile the edited
-    sources; once for PLAN and MORE applied together."""
-    overloads = tuple(name for each in (plan, *more) for name in each.overloads)
+    """Run the autograd codegen beside the two torchgen runs and (with COMPILE) the compile of the edited sources,
+    on two cores; once for PLAN and MORE applied together. The autograd codegen's failure is said first."""
+    plans = (plan, *more)
+    overloads = tuple(name for each in plans for name in each.overloads)
     with tempfile.TemporaryDirectory(prefix="codemod-verify-") as scratch:
         aten_out = Path(scratch, "aten")
         with ThreadPoolExecutor(max_workers=1) as pool:
             autograd_run = pool.submit(codegen.autograd, tree, Path(scratch, "autograd"))
             headers = compile_check.regenerate_headers(tree)
             entries_from_cache = codegen.aten_on_entries(tree, _entries_in_tree(tree, overloads), aten_out)
-            from_cache = [what for what, cached in (
-                ("torchgen on the whole yaml", headers.from_cache), ("torchgen on the op's entries", entries_from_cache),
-                ("the autograd codegen", autograd_run.result()),
-            ) if cached]
-        ops_names = {name.replace(".", "_"): name for name in overloads}
-        generated = generated_functions(aten_out / "Functions.h", ops_names)
+            ops_names = {name.replace(".", "_"): name for name in overloads}
+            try:
+                codegen_checks = _renamed_entries(generated_functions(aten_out / "Functions.h", ops_names), overloads)
+                compiled = _compiled(tree, plans, headers) if compile else None
+            finally:
+                autograd_from_cache = autograd_run.result()  # raises the autograd codegen's failure, before the compile's
+    from_cache = [what for what, cached in (
+        ("torchgen on the whole yaml", headers.from_cache), ("torchgen on the op's entries", entries_from_cache),
+        ("the autograd codegen", autograd_from_cache),
+    ) if cached]
+    if from_cache:
+        codegen_checks.append(f"{', '.join(from_cache)}: ran clean before on the same inputs (build cache), not run again")
+    if compiled is None:
+        return Verification(codegen_checks, ["the edited sources: --no-compile"])
+    return Verification(codegen_checks + compiled.verified(), compiled.unchecked())
+
+
+def _renamed_entries(generated: list, overloads: tuple[str, ...]) -> list[str]:
+    """What the codegen checks verified, once torchgen generates the op's dispatcher entries under new names only."""
     if not generated:
         raise VerificationFailed(f"torchgen generates no at:: function for {', '.join(overloads)}")
     public = sorted({f.name for f in generated if not f.name.startswith("__dispatch_")})
     if public:
         raise VerificationFailed(f"torchgen still generates {', '.join('at::' + n for n in public)} through the dispatcher")
     renamed = sorted({f.name for f in generated})
-    codegen_checks = [
+    return [
         "torchgen (ATen codegen) ran clean: it accepts the whole edited native_functions.yaml, generates its "
         "headers, and every file for the op's entries",
         "autograd codegen ran clean",
         f"torchgen now generates {', '.join('at::' + n for n in renamed)} (the dispatcher entries, renamed)",
     ]
-    if from_cache:
-        codegen_checks.append(f"{', '.join(from_cache)}: ran clean before on the same inputs (build cache), not run again")
-    if not compile:
-        return Verification(codegen_checks, ["the edited sources: --no-compile"])
-    plans = (plan, *more)
-    if compile_check.slim_tree(tree) is None:
-        before = {change.path: change.before for change in combined_changes(plans)}
-        headers_before = functools.partial(compile_check.regenerate_headers, tree, compile_check.CodegenInputs.read(tree.root, before))
-        compiled = compile_check.check(tree, headers, plans, compile_check.Before(before, headers_before))
-    else:  # its headers cannot replace the installed torch's
-        compiled = overlay_compile.check(tree, plans)
-    return Verification(codegen_checks + compiled.verified(), compiled.unchecked())
+
+
+def _compiled(tree: Tree, plans: tuple[Plan, ...], headers: compile_check.Headers) -> compile_check.CompileReport:
+    if compile_check.slim_tree(tree) is not None:  # its headers cannot replace the installed torch's
+        return overlay_compile.check(tree, plans)
+    before = {change.path: change.before for change in combined_changes(plans)}
+    headers_before = functools.partial(compile_check.regenerate_headers, tree, compile_check.CodegenInputs.read(tree.root, before))
+    return compile_check.check(tree, headers, plans, compile_check.Before(before, headers_before))
+
+
+@contextlib.contextmanager
+def headers_ahead(tree: Tree, plans: Sequence[Plan]) -> Iterator[None]:
+    """While the caller builds and writes, torchgen generates the headers verify compiles against, from the planned
+    bytes: kept in the build cache by their inputs, verify finds them there when the same bytes are on disk (a slim
+    tree compiles against other headers: nothing to do). A failure is left for verify, which runs torchgen again
+    on the bytes on disk and says why."""
+    if compile_check.slim_tree(tree) is not None:
+        yield
+        return
+    after = {change.path: change.after for change in combined_changes(plans)}
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        pool.submit(compile_check.regenerate_headers, tree, compile_check.CodegenInputs.read(tree.root, after))
+        yield
 
 
 def _entries_in_tree(tree: Tree, overloads: tuple[str, ...]) -> str:

@@ -4,6 +4,7 @@ from __future__ import annotations
 import contextlib
 import json
 import time
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -20,7 +21,7 @@ from codemod.model.errors import BadInput, CodemodError, VerificationFailed
 from codemod.model.tree import Tree, locate
 from codemod.plan.plan import Plan, combined_changes, make_plan
 from codemod.verify import fixed_point
-from codemod.verify.verify import verify
+from codemod.verify.verify import headers_ahead, verify
 
 
 @click.command()
@@ -69,29 +70,34 @@ def bypass(
                     )))
                 return
             seconds: dict[str, float] = {}
-            with _timed(seconds, "plan"):
-                plans = _plans(tree, ops, guarded)
-            if interactive:
-                prompt_text(f"review: {review.ANSWERS}")
-                try:
-                    plans = [review.review(plans[0], _ask, _refuse)]
-                except review.Quit:
-                    prompt_text("quit: nothing written")
-                    return
-            diff = patch.render(combined_changes(plans))
-            verified: list[str] = []
-            unchecked: list[str] = []
-            if check:
-                _check_fixed_point(tree, plans[0])
-            elif dry_run and not as_json:
-                click.echo(diff, nl=False)
-            elif not dry_run:
-                if not (no_verify or no_build):  # before writing: a bypass that does not compile is not applied
-                    with _timed(seconds, "build"):
-                        for plan in plans:
-                            build_and_check(tree, plan.op, check=True, verbose=False, captured=plan.capture, guarded=plan.guarded)
-                with _timed(seconds, "apply"):
-                    journal.apply(tree, plans)
+            with _autograd_checked(tree) as autograd_accepts_the_tree:
+                with _timed(seconds, "plan"):
+                    plans = _planned(tree, ops, guarded)
+                if dry_run or check or interactive:
+                    autograd_accepts_the_tree()
+                if interactive:
+                    prompt_text(f"review: {review.ANSWERS}")
+                    try:
+                        plans = [review.review(plans[0], _ask, _refuse)]
+                    except review.Quit:
+                        prompt_text("quit: nothing written")
+                        return
+                diff = patch.render(combined_changes(plans))
+                verified: list[str] = []
+                unchecked: list[str] = []
+                if check:
+                    _check_fixed_point(tree, plans[0])
+                elif dry_run and not as_json:
+                    click.echo(diff, nl=False)
+                elif not dry_run:
+                    with headers_ahead(tree, plans) if not (no_verify or no_compile) else contextlib.nullcontext():
+                        if not (no_verify or no_build):  # before writing: a bypass that does not compile is not applied
+                            with _timed(seconds, "build"):
+                                for plan in plans:
+                                    build_and_check(tree, plan.op, check=True, verbose=False, captured=plan.capture, guarded=plan.guarded)
+                        autograd_accepts_the_tree()  # before the first write
+                        with _timed(seconds, "apply"):
+                            journal.apply(tree, plans)
             applied = not (dry_run or check)
             if not check:
                 for plan in plans:
@@ -138,20 +144,20 @@ def _already_bypassed(tree: Tree, op: str, mode: str) -> bool:
     return True
 
 
-def _plans(tree: Tree, ops: list[str], guarded: bool) -> list[Plan]:
-    """The plans, while the tree's autograd codegen checks the tree as it is (a run kept by its inputs: once per state
-    of the tree)."""
+@contextlib.contextmanager
+def _autograd_checked(tree: Tree) -> Iterator[Callable[[], None]]:
+    """The tree's autograd codegen on the tree as it is, beside planning and building (a run kept by its inputs: once
+    per state of the tree); the caller waits for its verdict before writing. Its refusal is the cause of any
+    failure but a bad input met on the way (which names its file)."""
     with ThreadPoolExecutor(max_workers=1) as pool:
         autograd = pool.submit(codegen.check_autograd, tree)
         try:
-            plans = _planned(tree, ops, guarded)
+            yield autograd.result
         except BadInput:
-            raise  # names its file (torchgen's loaders check the yaml and tags.yaml, which the autograd codegen reads too)
-        except CodemodError:
-            autograd.result()  # the autograd codegen refusing the tree as it is: the cause of a failure planning
             raise
-        autograd.result()
-    return plans
+        except CodemodError:
+            autograd.result()
+            raise
 
 
 def _planned(tree: Tree, ops: list[str], guarded: bool) -> list[Plan]:
