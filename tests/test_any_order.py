@@ -90,9 +90,11 @@ def revert(tree: Tree, *ops: str, force: bool = False) -> None:
 
 
 def quiet_lines(pristine: Path) -> dict[str, list[bytes]]:
-    """Per file any op edits: lines no op's bypass comes within 3 lines of, and unique in the file (to find them again)."""
+    """Per file any op edits: lines no op's bypass comes within 3 lines of, unique in the file and written by no
+    bypass (to find them again whatever the stack: a scaffolding's own `namespace {` would make a second)."""
     tree = locate(pristine)
     near: dict[str, set[int]] = {}
+    written: dict[str, set[bytes]] = {}
     originals: dict[str, bytes] = {}
     for op in OPS:
         for guarded in {False, mode_for(tree, op, True)}:
@@ -101,15 +103,17 @@ def quiet_lines(pristine: Path) -> dict[str, list[bytes]]:
                     continue
                 originals[change.path] = change.before
                 old, new = change.before.splitlines(keepends=True), change.after.splitlines(keepends=True)
-                for tag, i1, i2, _, _ in difflib.SequenceMatcher(None, old, new, autojunk=False).get_opcodes():
+                for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(None, old, new, autojunk=False).get_opcodes():
                     if tag != "equal":
                         near.setdefault(change.path, set()).update(range(i1 - 3, i2 + 4))
+                        written.setdefault(change.path, set()).update(new[j1:j2])
     quiet = {}
     for path, data in originals.items():
         lines = data.splitlines(keepends=True)
         quiet[path] = [
             line for index, line in enumerate(lines)
-            if index not in near[path] and line.strip() and lines.count(line) == 1 and _comment_may_precede(path, lines, index)
+            if index not in near[path] and line.strip() and lines.count(line) == 1 and line not in written.get(path, ())
+            and _comment_may_precede(path, lines, index)
         ]
     return {path: lines for path, lines in quiet.items() if lines}
 
