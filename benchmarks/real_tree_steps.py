@@ -1,6 +1,6 @@
 """Where the time of `codemod bypass OP` goes on a real tree: cold and warm, wall and CPU, with the load average.
 
-    python benchmarks/real_tree_steps.py [--op mul] [--sources DIR]
+    python benchmarks/real_tree_steps.py [--op mul] [--sources DIR] [--record]
 
 Builds a tree from the installed torch wheel (`codemod tree from-torch`), lays the files of DIR over its
 aten/src/ATen/native/ (PyTorch's own BinaryOps.cpp, read from pytorch/pytorch: never committed), and runs
@@ -14,11 +14,13 @@ aten/src/ATen/native/ (PyTorch's own BinaryOps.cpp, read from pytorch/pytorch: n
 For each: the command's steps (its --json `seconds`), every child process by kind (wall, CPU), codemod's own
 Python CPU, and the load average before and after. CPU seconds are the figure to compare on a shared machine
 (load does not inflate them much); wall is only meaningful at a load average below the core count. Figures for
-a person; nothing here asserts a time.
+a person; nothing here asserts a time. With --record, the figures go to benchmarks/results/real_tree_steps.json,
+which docs/generate.py renders into the README and docs/real-trees.md.
 """
 from __future__ import annotations
 
 import argparse
+import datetime
 import json
 import os
 import re
@@ -36,6 +38,7 @@ from codemod.capture.fromtorch import write_tree_from_torch
 
 REPO = Path(__file__).resolve().parent.parent
 NATIVE = "aten/src/ATen/native"
+RESULT = REPO / "benchmarks" / "results" / "real_tree_steps.json"
 
 
 def kind(args: list[str]) -> str:
@@ -115,45 +118,75 @@ def run(op: str, tree: Path, cache: Path, label: str) -> dict:
     return result
 
 
-def show(label: str, result: dict) -> None:
-    children = result["children"]
-    cpu = result["python_cpu"] + sum(c["cpu"] for c in children)
-    (before, after) = result["load"]
-    print(f"\n{label}: wall {result['wall']:.1f} s, CPU {cpu:.1f} s (codemod's Python {result['python_cpu']:.1f} s); "
-          f"load average {before[0]:.1f} before, {after[0]:.1f} after (1 min)")
-    print("  steps (wall): " + ", ".join(f"{step} {seconds:.1f} s" for step, seconds in result["steps"].items()))
+def summary(label: str, result: dict) -> dict:
+    """A run's figures: wall, CPU (codemod's Python and every child's), the load, the steps, the children by kind."""
     by_kind: dict[str, list[float]] = defaultdict(lambda: [0, 0.0, 0.0])
-    for c in children:
-        row = by_kind[c["kind"]]
+    for child in result["children"]:
+        row = by_kind[child["kind"]]
         row[0] += 1
-        row[1] += c["wall"]
-        row[2] += c["cpu"]
-    for name, (count, wall, cpu_seconds) in sorted(by_kind.items(), key=lambda item: -item[1][2]):
-        if cpu_seconds >= 0.05:
-            print(f"  {count:3d} x {name:48} wall {wall:7.1f} s  CPU {cpu_seconds:7.1f} s")
+        row[1] += child["wall"]
+        row[2] += child["cpu"]
+    before, after = result["load"]
+    return {
+        "run": label, "wall_s": round(result["wall"], 1),
+        "cpu_s": round(result["python_cpu"] + sum(c["cpu"] for c in result["children"]), 1),
+        "python_cpu_s": round(result["python_cpu"], 1), "load_average": {"before": before[0], "after": after[0]},
+        "steps": result["steps"],
+        "children": [{"kind": name, "count": count, "wall_s": round(wall, 1), "cpu_s": round(cpu, 1)}
+                     for name, (count, wall, cpu) in sorted(by_kind.items(), key=lambda item: -item[1][2]) if cpu >= 0.05],
+    }
+
+
+def show(run: dict) -> None:
+    load = run["load_average"]
+    print(f"\n{run['run']}: wall {run['wall_s']:.1f} s, CPU {run['cpu_s']:.1f} s (codemod's Python {run['python_cpu_s']:.1f} s); "
+          f"load average {load['before']:.1f} before, {load['after']:.1f} after (1 min)")
+    print("  steps (wall): " + ", ".join(f"{step} {seconds:.1f} s" for step, seconds in run["steps"].items()))
+    for child in run["children"]:
+        print(f"  {child['count']:3d} x {child['kind']:48} wall {child['wall_s']:7.1f} s  CPU {child['cpu_s']:7.1f} s")
+
+
+def record(op: str, sources: list[str], runs: list[dict], load_before: float) -> None:
+    import torch
+    from tutorial_steps import machine  # benchmarks/: the script's own directory
+
+    RESULT.write_text(json.dumps({
+        "script": Path(__file__).name, "date": datetime.date.today().isoformat(), "machine": machine(),
+        "cpus": os.cpu_count(), "torch": torch.__version__,
+        "load_average": {"before": load_before, "after": os.getloadavg()[0]},
+        "op": op, "sources": sources, "runs": runs,
+    }, indent=1) + "\n")
+    print(f"wrote {RESULT.relative_to(REPO)}; render it into the pages with `python docs/generate.py`", file=sys.stderr)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--op", default="mul")
     parser.add_argument("--sources", type=Path, help=f"files laid over the tree's {NATIVE}/ (PyTorch's own BinaryOps.cpp)")
+    parser.add_argument("--record", action="store_true", help=f"write the figures to {RESULT.relative_to(REPO)}")
     parser.add_argument("--measure-one", nargs=2, metavar=("OP", "TREE"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.measure_one:
         measure_one(args.measure_one[0], Path(args.measure_one[1]))
         return
+    load_before = os.getloadavg()[0]
+    sources = sorted(args.sources.iterdir()) if args.sources else []
     with tempfile.TemporaryDirectory(prefix="codemod-bench-") as scratch:
         tree = Path(scratch) / "tree"
         write_tree_from_torch(tree, REPO / "target_tree")
-        for source in sorted(args.sources.iterdir()) if args.sources else []:
+        for source in sources:
             shutil.copyfile(source, tree / NATIVE / source.name)
         first, cold = Path(scratch) / "first-cache", Path(scratch) / "cold-cache"
-        show("first ever (empty build cache)", run(args.op, tree, first, "first"))
+        runs = [summary("first ever (empty build cache)", run(args.op, tree, first, "first"))]
         cold.mkdir()
         for pch in first.glob("pch-*"):
             shutil.copytree(pch, cold / pch.name)
-        show("cold (a cache holding only the precompiled headers)", run(args.op, tree, cold, "cold"))
-        show("warm (the cache the cold run filled)", run(args.op, tree, cold, "warm"))
+        runs.append(summary("cold (a cache holding only the precompiled headers)", run(args.op, tree, cold, "cold")))
+        runs.append(summary("warm (the cache the cold run filled)", run(args.op, tree, cold, "warm")))
+    for each in runs:
+        show(each)
+    if args.record:
+        record(args.op, [source.name for source in sources], runs, load_before)
 
 
 if __name__ == "__main__":

@@ -401,14 +401,35 @@ def _first_error(reason: str) -> str:
     return re.sub(r"/\S*/build/headers-\w+/", "<regenerated>/", (errors or reason.splitlines())[0])[:200]
 
 
-def op_sweep_totals(_outputs: dict) -> str:
-    """One line per recorded sweep, for the README."""
+def real_tree_totals(_outputs: dict) -> str:
+    """For the README: one line per recorded sweep, and one for the time `bypass` takes on a real source."""
     lines = []
     for label, record in _sweeps():
         of = f"{record['ops']} of {record['listed']}" if record["ops"] != record["listed"] else f"all {record['ops']}"
         lines.append(f"- {label} ({record['date']}): {of} bypassable ops swept with full verification, "
                      f"{record['bypassed_verified_reverted']} bypassed, verified and reverted byte for byte, {len(record['failed'])} failed.")
+    steps = _recorded("real_tree_steps")
+    runs = {run["run"].split(" ")[0]: run for run in steps["runs"]}
+    lines.append(f"- `bypass {steps['op']}` on PyTorch's own {', '.join(steps['sources'])} ({steps['date']}, {steps['cpus']} cores): "
+                 + ", ".join(f"{name} {runs[name]['wall_s']:.0f} s wall ({runs[name]['cpu_s']:.0f} s CPU, load average "
+                             f"{runs[name]['load_average']['before']:.1f})" for name in ("cold", "warm")) + ".")
     return "\n".join(lines) + "\n"
+
+
+def real_tree_steps(_outputs: dict) -> str:
+    """Each run of benchmarks/real_tree_steps.py: wall, CPU, the steps, and where the CPU went."""
+    record = _recorded("real_tree_steps")
+    rows = ["| run | wall | CPU | codemod's Python | load average before, after | steps (wall) |", "|---|---:|---:|---:|---|---|"]
+    for run in record["runs"]:
+        load = run["load_average"]
+        rows.append(f"| {run['run']} | {run['wall_s']:.1f} s | {run['cpu_s']:.1f} s | {run['python_cpu_s']:.1f} s "
+                    f"| {load['before']:.1f}, {load['after']:.1f} | {', '.join(f'{k} {v:.1f} s' for k, v in run['steps'].items())} |")
+    cold = next(run for run in record["runs"] if run["run"].startswith("cold"))
+    children = ["| child process (cold run) | count | wall | CPU |", "|---|---:|---:|---:|"]
+    children += [f"| {c['kind']} | {c['count']} | {c['wall_s']:.1f} s | {c['cpu_s']:.1f} s |" for c in cold["children"]]
+    return ("\n".join(rows) + "\n\n" + "\n".join(children) + "\n\n"
+            + f"`bypass {record['op']}` on a `tree from-torch` tree with PyTorch's own {', '.join(record['sources'])}. "
+            + _measured_when(record) + "\n")
 
 
 def _times(count: int) -> str:
@@ -426,7 +447,8 @@ GENERATED_TEXT: dict[str, Callable[[dict], str]] = {
     "figures/tutorial-timings": tutorial_timings,
     "figures/bench-mul": bench_figures,
     "figures/op-sweep": op_sweep_figures,
-    "figures/op-sweep-totals": op_sweep_totals,
+    "figures/real-tree-totals": real_tree_totals,
+    "figures/real-tree-steps": real_tree_steps,
 }
 SESSIONS_READ = {"readme/call-path": ("conventions",)}  # the generated texts that read a session's output
 
