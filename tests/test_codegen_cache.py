@@ -48,6 +48,10 @@ def test_codegen_runs_once_per_set_of_inputs(target_tree: Path, tmp_path: Path) 
     assert runs(first, "torchgen.gen") == 4 and runs(first, "torchgen.packaged.autograd.gen_autograd") == 2
     assert loader_runs(first) == 1
     assert FROM_CACHE not in first.stderr
+    lines = first.stderr.splitlines()
+    headers_run = next(i for i, line in enumerate(lines) if line.startswith("$ ") and "--generate headers" in line)
+    written = next(i for i, line in enumerate(lines) if line.startswith("bypass mul (mul.Tensor, mul_.Tensor, mul.out) changed"))
+    assert headers_run < written, "verify's headers are generated from the planned bytes, before the tree is written"
 
     again = bypass(trees[1], cache)  # a fresh copy of the same tree: the same inputs everywhere
     assert again.returncode == 0, again.stderr

@@ -23,7 +23,7 @@ import contextlib
 import functools
 import tempfile
 from collections.abc import Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -42,16 +42,17 @@ class Verification:
     unchecked: list[str]  # what could not be checked, and why
 
 
-def verify(tree: Tree, plan: Plan, *more: Plan, compile: bool = True) -> Verification:
+def verify(tree: Tree, plan: Plan, *more: Plan, compile: bool = True, ahead: HeadersAhead | None = None) -> Verification:
     """Run the autograd codegen beside the two torchgen runs and (with COMPILE) the compile of the edited sources,
-    on two cores; once for PLAN and MORE applied together. The autograd codegen's failure is said first."""
+    on two cores; once for PLAN and MORE applied together. The autograd codegen's failure is said first. AHEAD: the
+    headers started from the plans' bytes (headers_ahead)."""
     plans = (plan, *more)
     overloads = tuple(name for each in plans for name in each.overloads)
     with tempfile.TemporaryDirectory(prefix="codemod-verify-") as scratch:
         aten_out = Path(scratch, "aten")
         with ThreadPoolExecutor(max_workers=1) as pool:
             autograd_run = pool.submit(codegen.autograd, tree, Path(scratch, "autograd"))
-            headers = compile_check.regenerate_headers(tree)
+            headers = _headers(tree, ahead)
             entries_from_cache = codegen.aten_on_entries(tree, _entries_in_tree(tree, overloads), aten_out)
             ops_names = {name.replace(".", "_"): name for name in overloads}
             try:
@@ -94,19 +95,30 @@ def _compiled(tree: Tree, plans: tuple[Plan, ...], headers: compile_check.Header
     return compile_check.check(tree, headers, plans, compile_check.Before(before, headers_before))
 
 
+@dataclass(frozen=True)
+class HeadersAhead:
+    """torchgen's headers for the yaml and templates a plan leaves, generating while the bypass builds and writes."""
+
+    inputs: str  # the digest of the planned inputs
+    headers: Future[compile_check.Headers]
+
+
 @contextlib.contextmanager
-def headers_ahead(tree: Tree, plans: Sequence[Plan]) -> Iterator[None]:
-    """While the caller builds and writes, torchgen generates the headers verify compiles against, from the planned
-    bytes: kept in the build cache by their inputs, verify finds them there when the same bytes are on disk (a slim
-    tree compiles against other headers: nothing to do). A failure is left for verify, which runs torchgen again
-    on the bytes on disk and says why."""
-    if compile_check.slim_tree(tree) is not None:
-        yield
-        return
+def headers_ahead(tree: Tree, plans: Sequence[Plan]) -> Iterator[HeadersAhead]:
+    """Start torchgen's headers for the planned bytes; verify takes them when the tree then holds those bytes (its
+    failure, if any, is verify's to report, as it would be running torchgen itself)."""
     after = {change.path: change.after for change in combined_changes(plans)}
+    inputs = compile_check.CodegenInputs.read(tree.root, after)
     with ThreadPoolExecutor(max_workers=1) as pool:
-        pool.submit(compile_check.regenerate_headers, tree, compile_check.CodegenInputs.read(tree.root, after))
-        yield
+        yield HeadersAhead(inputs.digest(), pool.submit(compile_check.regenerate_headers, tree, inputs))
+
+
+def _headers(tree: Tree, ahead: HeadersAhead | None) -> compile_check.Headers:
+    """The headers for the yaml and templates on disk: those generated ahead when made from the same bytes."""
+    inputs = compile_check.CodegenInputs.read(tree.root)
+    if ahead is not None and ahead.inputs == inputs.digest():
+        return ahead.headers.result()
+    return compile_check.regenerate_headers(tree, inputs)
 
 
 def _entries_in_tree(tree: Tree, overloads: tuple[str, ...]) -> str:

@@ -90,7 +90,7 @@ def bypass(
                 elif dry_run and not as_json:
                     click.echo(diff, nl=False)
                 elif not dry_run:
-                    with headers_ahead(tree, plans) if not (no_verify or no_compile) else contextlib.nullcontext():
+                    with headers_ahead(tree, plans) if not no_verify else contextlib.nullcontext() as ahead:
                         if not (no_verify or no_build):  # before writing: a bypass that does not compile is not applied
                             with _timed(seconds, "build"):
                                 for plan in plans:
@@ -105,7 +105,7 @@ def bypass(
             if applied and not no_verify:
                 step = "verify: the tree's ATen and autograd codegen, then g++ on the edited sources"
                 with progress.step(step), _timed(seconds, "verify"):
-                    verification = verify(tree, *plans, compile=not no_compile)
+                    verification = verify(tree, *plans, compile=not no_compile, ahead=ahead)
                 verified, unchecked = verification.verified, verification.unchecked
                 for line in verified:
                     say(f"verified: {line}")
