@@ -17,7 +17,7 @@ replace the installed torch's, takes its headers from a full tree's codegen (ove
 
 Every outcome is cached by the file's path and bytes, the headers' digest, the flags, the compiler and the torch
 version, and holds only while every tree header g++ read (its -MD list) has the bytes it had. Generated headers
-are cached by their inputs. Two files compile at a time.
+are read where the build cache keeps torchgen's run on the same inputs (codegen.py). Two files compile at a time.
 """
 from __future__ import annotations
 
@@ -111,9 +111,6 @@ class CodegenInputs:
             (source_dir / "templates" / name).parent.mkdir(parents=True, exist_ok=True)
             (source_dir / "templates" / name).write_bytes(text)
 
-    def digest(self) -> str:
-        return cache.digest(self.native_functions, self.tags, *(part for name, text in self.templates for part in (name, text)))
-
 
 @dataclass(frozen=True)
 class Target:
@@ -187,39 +184,13 @@ def removed_by(plans: Sequence[Plan]) -> frozenset[str]:
 
 
 def regenerate_headers(tree: Tree, inputs: CodegenInputs | None = None) -> Headers:
-    """The tree's torchgen on INPUTS (the tree's own yaml, tags and templates by default), headers only: kept in
-    the build cache by content, and found there by the inputs, so the same inputs never run torchgen twice."""
+    """The tree's torchgen on INPUTS (the tree's own yaml, tags and templates by default), headers only, read where
+    the build cache keeps torchgen's run: the same inputs never run torchgen twice."""
     inputs = inputs or CodegenInputs.read(tree.root)
-    by_inputs = cache.cache_dir() / "headers-by-input" / cache.digest(inputs.digest(), _torchgen_identity(tree))[:24]
-    if by_inputs.is_file():
-        kept = cache.cache_dir() / by_inputs.read_text()
-        if kept.is_dir():
-            return Headers(kept, kept.name.removeprefix("headers-"), from_cache=True)
     with tempfile.TemporaryDirectory(prefix="codemod-headers-") as scratch:
-        source, out = Path(scratch, "source"), Path(scratch, "out")
-        inputs.write(source)
-        from_cache = codegen.aten(tree, source, out / "ATen", "--generate", "headers")
-        digest = hashlib.sha256()
-        for path in sorted(p for p in out.rglob("*") if p.is_file()):
-            digest.update(path.relative_to(out).as_posix().encode() + b"\0" + path.read_bytes())
-        kept = cache.cache_dir() / f"headers-{digest.hexdigest()[:20]}"
-        if not kept.is_dir():  # published by one rename, as cache.cached_build does
-            kept.parent.mkdir(parents=True, exist_ok=True)
-            staged = Path(tempfile.mkdtemp(prefix=f"{kept.name}-", dir=kept.parent))
-            shutil.copytree(out, staged, dirs_exist_ok=True)
-            try:
-                staged.rename(kept)
-            except OSError:  # another run kept the same headers first
-                shutil.rmtree(staged)
-    _publish(by_inputs, kept.name)
-    return Headers(kept, digest.hexdigest()[:20], from_cache)
-
-
-@functools.lru_cache(maxsize=8)
-def _torchgen_identity(tree: Tree) -> str:
-    """The torchgen that generates the headers: the tree's own (its code), else the installed one."""
-    package = tree.path("torchgen") if tree.has_own_torchgen else fromtorch.installed_torchgen()
-    return cache.digest(*(part for p in sorted(package.rglob("*.py")) for part in (p.relative_to(package).as_posix(), p.read_bytes())))
+        inputs.write(Path(scratch))
+        kept, from_cache = codegen.kept_aten(tree, Path(scratch), "--generate", "headers")
+    return Headers(kept, kept.name, from_cache)
 
 
 def slim_tree(tree: Tree) -> str | None:
