@@ -163,14 +163,14 @@ class CompileReport:
         cached = f"; {len(self.cached)} of them compiled clean before from the same inputs, not recompiled" if self.cached else ""
         through = f", including the headers generated from the edited {', '.join(self.templates_compiled)}" if self.templates_compiled else ""
         per_operator = (
-            f"; {', '.join(self.per_operator)} against the same inputs' per-operator headers ({PER_OPERATOR_FLAG}), "
-            "since they include torchgen's ATen/ops/ headers" if self.per_operator else ""
+            f" ({', '.join(self.per_operator)}: in torchgen's per-operator layout, with {PER_OPERATOR_FLAG}, for files that "
+            "include <ATen/ops/...>)" if self.per_operator else ""
         )
         included_by = dict(self.through)
         named = [f"{path} (read by {included_by[path]})" if path in included_by else path for path in self.compiled]
         return [
             f"g++ -fsyntax-only ({' '.join(LANGUAGE_FLAGS)}) compiles {', '.join(named)} {self.against}"
-            f"{through}{per_operator} ({len(self.compiled)} files, {self.seconds:.1f} s{cached})"
+            f"{per_operator}{through} ({len(self.compiled)} files, {self.seconds:.1f} s{cached})"
         ]
 
     def unchecked(self) -> list[str]:
