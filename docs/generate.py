@@ -398,7 +398,7 @@ def op_sweep_figures(_outputs: dict) -> str:
 def _first_error(reason: str) -> str:
     """A failure's first g++ error (file:line: error: ...), else its first line."""
     errors = [line.strip() for line in reason.splitlines() if " error: " in line]
-    return re.sub(r"/\S*/build/headers-\w+/", "<regenerated>/", (errors or reason.splitlines())[0])[:200]
+    return re.sub(r"/\S*/build/(?:headers|torchgen)-\w+/", "<regenerated>/", (errors or reason.splitlines())[0])[:200]
 
 
 def real_tree_totals(_outputs: dict) -> str:

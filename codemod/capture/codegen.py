@@ -13,8 +13,8 @@ names none that helps, the run takes the whole file (slow, always right).
 Callers keep only the code of their own entries from the outputs.
 
 A run whose inputs (the yaml files, the templates, the codegen's own code, the arguments) ran clean before is not
-run again: torchgen's outputs, kept in the build cache under the key of those inputs, are copied out, and the
-caller is told so (the compile check's cache works the same way). Failures are never kept.
+run again: torchgen's outputs, kept in the build cache under the key of those inputs, are copied out (or, for the
+compile check's headers, read where they are kept), and the caller is told so (the compile check's cache works the same way). Failures are never kept.
 """
 from __future__ import annotations
 
@@ -145,15 +145,23 @@ def check_autograd(tree: Tree) -> None:
 def aten(tree: Tree, source_dir: Path, out_dir: Path, *extra: str, scratch_paths: dict[Path, Path] | None = None) -> bool:
     """`torchgen.gen` on SOURCE_DIR (holding native/ and templates/) into OUT_DIR; whether the outputs came from
     the build cache (the same inputs ran clean before)."""
+    kept, cached = kept_aten(tree, source_dir, *extra, scratch_paths=scratch_paths)
+    shutil.copytree(kept / "ATen", out_dir, dirs_exist_ok=True)
+    return cached
+
+
+def kept_aten(tree: Tree, source_dir: Path, *extra: str, scratch_paths: dict[Path, Path] | None = None) -> tuple[Path, bool]:
+    """`torchgen.gen` on SOURCE_DIR as the build cache keeps it: a directory holding the outputs under ATen/ (an
+    include directory as it is; read it, never write into it), and whether the same inputs ran clean before."""
     native = source_dir / "native"
     inputs = files(native / "native_functions.yaml", native / "tags.yaml", (source_dir / "templates").resolve())
 
-    def generate(out: Path) -> None:
+    def generate(kept: Path) -> None:
+        out = kept / "ATen"
         run(tree, ["-m", "torchgen.gen", "-s", str(source_dir), "-d", str(out), *extra], "torchgen (ATen codegen)", scratch_paths)
 
-    kept, cached = _once("torchgen", ["torchgen.gen", *extra, *inputs, *torchgen_code(tree)], generate)
-    shutil.copytree(kept, out_dir, dirs_exist_ok=True, ignore=shutil.ignore_patterns(_RAN_CLEAN))
-    return cached
+    # "-d ATen": the outputs' place in the entry, part of the key (entries of other layouts are not read as this one)
+    return _once("torchgen", ["torchgen.gen", "-d ATen", *extra, *inputs, *torchgen_code(tree)], generate)
 
 
 _RAN_CLEAN = ".ran-clean"  # what cache.cached_build finds in an entry: written once the run ended clean

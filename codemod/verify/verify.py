@@ -99,7 +99,7 @@ def _compiled(tree: Tree, plans: tuple[Plan, ...], headers: compile_check.Header
 class HeadersAhead:
     """torchgen's headers for the yaml and templates a plan leaves, generating while the bypass builds and writes."""
 
-    inputs: str  # the digest of the planned inputs
+    inputs: compile_check.CodegenInputs  # the planned bytes
     headers: Future[compile_check.Headers]
 
 
@@ -110,13 +110,13 @@ def headers_ahead(tree: Tree, plans: Sequence[Plan]) -> Iterator[HeadersAhead]:
     after = {change.path: change.after for change in combined_changes(plans)}
     inputs = compile_check.CodegenInputs.read(tree.root, after)
     with ThreadPoolExecutor(max_workers=1) as pool:
-        yield HeadersAhead(inputs.digest(), pool.submit(compile_check.regenerate_headers, tree, inputs))
+        yield HeadersAhead(inputs, pool.submit(compile_check.regenerate_headers, tree, inputs))
 
 
 def _headers(tree: Tree, ahead: HeadersAhead | None) -> compile_check.Headers:
     """The headers for the yaml and templates on disk: those generated ahead when made from the same bytes."""
     inputs = compile_check.CodegenInputs.read(tree.root)
-    if ahead is not None and ahead.inputs == inputs.digest():
+    if ahead is not None and ahead.inputs == inputs:
         return ahead.headers.result()
     return compile_check.regenerate_headers(tree, inputs)
 

@@ -5,13 +5,9 @@
 #include <ATen/TensorIterator.h>
 #include <ATen/TensorMeta.h>
 
-#ifndef AT_PER_OPERATOR_HEADERS
-#include <ATen/Functions.h>
-#include <ATen/NativeFunctions.h>
-#else
-#include <ATen/ops/addcmul_meta.h>
+// Per-operator headers whatever the build, as in forks that dropped the monolithic NativeFunctions.h branch
+// (`#ifndef AT_PER_OPERATOR_HEADERS`): the native header brings the structured op's meta struct with it.
 #include <ATen/ops/addcmul_native.h>
-#endif
 
 // Pointwise ops of three tensors and a Scalar: self + value * tensor1 * tensor2.
 
