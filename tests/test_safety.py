@@ -10,6 +10,7 @@ import difflib
 import itertools
 import os
 import pickle
+import re
 import shutil
 import subprocess
 import sys
@@ -204,17 +205,20 @@ def test_revert_refuses_an_edit_inside_a_hunk_writes_nothing_and_force_restores(
     bypass_all(tree, "mul")
     binary_ops = tree / BINARY_OPS
     edited = binary_ops.read_text().replace("// @codemod-bypass mul end", "// @codemod-bypass mul end (edited)", 1)
+    edited = re.sub(r"(?m)^(// @codemod-bypass mul begin:.*)$", r"\1 (edited)", edited, count=1)
     binary_ops.write_text(edited)
     before = snapshot(tree)
     refused = run_codemod("revert", "mul", "--tree", str(tree))
     assert refused.returncode == 1
+    first = next(i for i, text in enumerate(edited.splitlines()) if text.endswith(" (edited)") and " begin:" in text) + 1
     line = edited.splitlines().index("// @codemod-bypass mul end (edited)") + 1
+    assert f"{BINARY_OPS}:{first}: a later edit overlaps a hunk of the bypass" in refused.stderr  # every clash, not the first
     assert f"{BINARY_OPS}:{line}: a later edit overlaps a hunk of the bypass" in refused.stderr
     assert "+// @codemod-bypass mul end (edited)" in refused.stderr and "nothing was written" in refused.stderr
     assert snapshot(tree) == before
     forced = run_codemod("revert", "mul", "--tree", str(tree), "--force")
     assert forced.returncode == 0, forced.stderr
-    assert f"{BINARY_OPS}  (--force: dropped the later edit at {BINARY_OPS}:{line} (inside the bypass's lines))" in forced.stderr
+    assert f"{BINARY_OPS}  (--force: dropped the later edits at {BINARY_OPS}:{first}, {BINARY_OPS}:{line} (inside the bypass's lines))" in forced.stderr
     assert snapshot(tree) == pristine
 
 

@@ -323,7 +323,7 @@ def _take_out(
     except rebase.Conflict as conflict:
         if not (droppable and conflict.clash.index == len(steps)):
             force_helps = bool(user) and conflict.clash.index == len(steps)
-            raise _Refused(_conflict_report(path, since, conflict.clash) + _first_to_revert(steps, conflict.clash.index), force_helps)
+            raise _Refused(_conflict_report(path, since, conflict.clashes) + _first_to_revert(steps, conflict.clash.index), force_helps)
         states, _ = rebase.without(removing, steps)
         user, dropped, why_all_dropped = [], [], f" (at {path}:{conflict.clash.line} they cannot be told from the bypass's lines)"
     rebased, state = {}, entry.before
@@ -362,9 +362,12 @@ def _since_diff(path: str, written: bytes, current: bytes | None) -> str:
     )
 
 
-def _conflict_report(path: str, since: str, clash: rebase.Clash) -> str:
-    who = "a later edit" if clash.step == USER_EDITS else clash.step
-    report = f"{path}:{clash.line}: {who} overlaps a hunk of the bypass\n  the later edit:\n{clash.later_hunk}"
+def _conflict_report(path: str, since: str, clashes: tuple[rebase.Clash, ...]) -> str:
+    """Every place one step's changes cut into the bypass's lines in PATH."""
+    report = "".join(
+        f"{path}:{clash.line}: {'a later edit' if clash.step == USER_EDITS else clash.step} overlaps a hunk of the bypass\n"
+        f"  the later edit:\n{clash.later_hunk}" for clash in clashes
+    )
     return (f"{path}: edited since the bypass:\n{since}" if since else "") + report
 
 

@@ -52,9 +52,11 @@ class Clash:
 
 
 class Conflict(Exception):
-    def __init__(self, clash: Clash) -> None:
-        super().__init__(f"{clash.step} changed line {clash.line}, inside the bypass's own lines")
-        self.clash = clash
+    """A step's changes that cut into the bypass's lines: every one of them (CLASH is the first)."""
+
+    def __init__(self, *clashes: Clash) -> None:
+        super().__init__(f"{clashes[0].step} changed line {clashes[0].line}, inside the bypass's own lines")
+        self.clash, self.clashes = clashes[0], clashes
 
 
 def spans(base: bytes, result: bytes) -> list[Span]:
@@ -86,7 +88,7 @@ def without(removed: Step, later: list[Step], drop_last: bool = False) -> tuple[
         edits, taken_out = _on_edges(step.before, spans(step.before, step.after)), _on_edges(step.before, taken_out)
         clashes = _clashes(step, index, edits, taken_out)
         if clashes and not (drop_last and index == len(later) - 1):
-            raise Conflict(clashes[0][1])
+            raise Conflict(*(clash for _, clash in clashes))
         after = step.after
         if clashes:
             cut = {edit for edit, _ in clashes}
