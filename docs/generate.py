@@ -78,6 +78,7 @@ HELP_COMMANDS = ("", "bypass", "revert", "status", "ops", "explain", "build", "b
 RUN_TO_RUN: tuple[tuple[str, str | Callable], ...] = (
     (r"(?m)^verified: [^\n]*: ran clean before on the same inputs \(build cache\), not run again\n", ""),
     (r"(?m)^precompile [^\n]*\(once for these headers, flags and compiler\): \d+\.\d+ s\n", ""),
+    (r"(?m)^capture: torchgen on the entries of [^\n]*: \d+\.\d+ s\n", ""),  # said only when not kept from an earlier run
     (r"\b(?:cache hit|compiled) in \d+\.\d+ s", "compiled (or a cache hit) in … s"),
     (r"(compile check: [^\n]*?)(?:, recorded clean from the same inputs)?: \d+\.\d+ s", r"\1 (or its recorded outcome): … s"),
     (r"(\(\d+ files?, \d+\.\d+ s)(?:; \d+ of them compiled clean before from the same inputs, not recompiled)?\)",
