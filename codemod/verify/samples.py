@@ -134,7 +134,9 @@ class OpSamples:
 
 
 class _Unpicklable(Exception):
-    pass
+    def __init__(self, made: OpSamples) -> None:
+        super().__init__("the samples hold a value pickle refuses")
+        self.made = made
 
 
 def op_samples(group: Group, op: str) -> OpSamples:
@@ -142,22 +144,21 @@ def op_samples(group: Group, op: str) -> OpSamples:
     module's code: they are the same whatever the tree, so only the first check of an op imports op_db (seconds).
     Samples that cannot be saved (a value pickle refuses) are used as they are, and made again next time."""
     key = cache.digest(torch.__version__, op, *(str(o.schema) for o in group.overloads), Path(__file__).read_bytes())[:20]
-    kept = cache.cache_dir() / f"samples-{key}"
-    if (kept / _SAMPLES).is_file():
-        return torch.load(kept / _SAMPLES, weights_only=False)  # our own file, found by its content's key
-    torch.manual_seed(0)
-    dtypes = tuple(supported_dtypes(opinfos(op)))
-    made = OpSamples(dtypes, {dtype: list(opinfo_calls(group, op, dtype)) for dtype in dict.fromkeys([*dtypes, torch.float32])})
 
-    def save(scratch: Path) -> None:
+    def make(scratch: Path) -> None:
+        torch.manual_seed(0)
+        dtypes = tuple(supported_dtypes(opinfos(op)))
+        made = OpSamples(dtypes, {dtype: list(opinfo_calls(group, op, dtype)) for dtype in dict.fromkeys([*dtypes, torch.float32])})
         try:
             torch.save(made, scratch / _SAMPLES)
-        except (pickle.PicklingError, TypeError, AttributeError) as refused:
-            raise _Unpicklable from refused
+        except (pickle.PicklingError, TypeError, AttributeError):
+            raise _Unpicklable(made) from None
 
-    with contextlib.suppress(_Unpicklable):
-        cache.cached_build(kept.name, _SAMPLES, save)
-    return made
+    try:
+        kept, _ = cache.cached_build(f"samples-{key}", _SAMPLES, make)
+    except _Unpicklable as refused:
+        return refused.made
+    return torch.load(kept / _SAMPLES, weights_only=False)  # our own file, found by its content's key
 
 
 _SAMPLES = "samples.pt"
