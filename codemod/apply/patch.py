@@ -6,8 +6,10 @@ import functools
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from codemod.plan.plan import FileChange
+if TYPE_CHECKING:  # annotations only: rendering a diff needs none of the planner
+    from codemod.plan.plan import FileChange
 
 CONTEXT_LINES = 3
 _NO_NEWLINE = "\\ No newline at end of file\n"

@@ -1,18 +1,18 @@
 """What every command shares: the --tree option, OP arguments checked at the edge, --json, -q, and how a
-command ends: a CodemodError or a usage error said in one line (`codemod: what (the fix)`), with its exit code,
-and as the JSON error object too when the command was asked for --json."""
+command ends: a CodemodError said in one line (`codemod: what (the fix)`, as group.py says a usage error), with
+its exit code, and as the JSON error object too when the command was asked for --json."""
 from __future__ import annotations
 
 import os
 import shlex
 import sys
 from pathlib import Path
-from typing import NoReturn
 
 import click
 
 from codemod.apply import journal, transaction
 from codemod.cli import catalog, children, report
+from codemod.cli.group import complain
 from codemod.model import op_name, progress
 from codemod.model.errors import EXIT_OK, BadInput, CodemodError
 from codemod.model.tree import NATIVE_FUNCTIONS, Tree, locate
@@ -34,13 +34,6 @@ def prompt_text(message: str = "") -> None:
     click.echo(message, err=True)
 
 
-def complain(message: str, json_command: str | None, exit_code: int) -> None:
-    """An error, whatever -q: one line on stderr, and the JSON error object on stdout for a --json command."""
-    click.echo(f"codemod: {message}", err=True)
-    if json_command is not None:
-        click.echo(report.dumps(report.error(json_command, message, exit_code)))
-
-
 def run(action, json_command: str | None = None, finishes_transactions: bool = False) -> None:
     """Run ACTION, owning its child processes (children.owned); on a CodemodError say why and exit with its code
     (as JSON too, for a --json command); on SIGINT or SIGTERM, end its children and exit 128 + the signal.
@@ -59,53 +52,6 @@ def run(action, json_command: str | None = None, finishes_transactions: bool = F
         complain(message, json_command, error.exit_code)
         sys.exit(error.exit_code)
     sys.exit(EXIT_OK)
-
-
-class CommandGroup(click.Group):
-    """`codemod` and its command families. A usage error (an unknown command or option, a missing or bad argument)
-    is said like every other error: one line, `codemod: what (the fix)`, exit 2, instead of click's usage, hint and
-    error lines; with --json on the line, the JSON error object too."""
-
-    def resolve_command(self, ctx: click.Context, args: list[str]):
-        name, command, rest = super().resolve_command(ctx, args)
-        ctx.find_root().meta[_INVOKED] = f"{ctx.command_path} {name}"  # the parser's errors do not all carry their command
-        return name, command, rest
-
-    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
-        if ctx.parent is None:
-            ctx.meta[_ARGS] = list(args)
-        return super().parse_args(ctx, args)
-
-    def make_context(self, info_name, args, parent=None, **extra) -> click.Context:
-        try:
-            return super().make_context(info_name, args, parent=parent, **extra)
-        except click.UsageError as error:
-            if parent is not None:  # a family's (`tree`): said in the root's invoke, as every other one
-                raise
-            _usage_error(error, list(args), info_name)
-
-    def invoke(self, ctx: click.Context):
-        try:
-            return super().invoke(ctx)
-        except click.UsageError as error:
-            if ctx.parent is not None:
-                raise
-            _usage_error(error, ctx.meta.get(_ARGS, []), ctx.meta.get(_INVOKED, ctx.command_path))
-
-
-_ARGS, _INVOKED = "codemod.args", "codemod.invoked"
-
-
-def _usage_error(error: click.UsageError, args: list[str], invoked: str) -> NoReturn:
-    """Say ERROR in one line and exit 2; INVOKED: the command path, when ERROR does not carry its own."""
-    if isinstance(error, click.exceptions.NoArgsIsHelpError):  # a bare `codemod`: its help is the answer
-        raise error
-    command = error.ctx.command_path if error.ctx is not None else invoked
-    what, _, suggestion = error.format_message().partition(" Did you mean ")
-    what = what[:1].lower() + what[1:].removesuffix(".")
-    fix = f"did you mean {suggestion} see `{command} --help`" if suggestion else f"see `{command} --help`"
-    complain(f"{what} ({fix})", (command.partition(" ")[2] or command) if "--json" in args else None, error.exit_code)
-    sys.exit(error.exit_code)
 
 
 def _completion_tree() -> Tree:

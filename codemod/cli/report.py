@@ -6,11 +6,14 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from codemod.apply import patch
-from codemod.apply.journal import Journal, Reverted
-from codemod.cli.catalog import OpStatus
-from codemod.plan.plan import Plan
+
+if TYPE_CHECKING:  # annotations only: a usage error's JSON object needs none of the pipeline
+    from codemod.apply.journal import Journal, Reverted
+    from codemod.cli.catalog import OpStatus
+    from codemod.plan.plan import Plan
 
 SCHEMA = Path(__file__).with_name("output.schema.json")
 SCHEMA_PATH = SCHEMA.relative_to(Path(__file__).parents[2]).as_posix()  # as the help names it: codemod/cli/output.schema.json

@@ -13,7 +13,6 @@ from codemod.model.native_yaml import OpGroup
 from codemod.model.tree import DERIVATIVES, NATIVE_FUNCTIONS, Tree
 from codemod.plan import callers as plan_callers
 from codemod.plan import cpp as plan_cpp
-from codemod.plan import foreach
 from codemod.plan import guarded as plan_guarded
 from codemod.plan import yaml_edits as plan_yaml
 from codemod.plan.callers import Leftover
@@ -124,6 +123,8 @@ def _guarded_plan(tree: Tree, op: str, overloads: tuple[str, ...], edits: list[E
 
 def _foreach_cascade(tree: Tree, op: str, edited_derivatives: str) -> tuple[list[str], list[Edit]]:
     """Foreach ops that reuse a removed formula, and the autograd codegen edit that exempts them."""
+    from codemod.plan import foreach  # imports libcst (half a second): only a plan of the formulas loads it
+
     with progress.step("foreach cascade: the tree's autograd loader on the foreach entries"):
         ops = foreach.foreach_ops_losing_autograd(tree, edited_derivatives)
     return ops, (foreach.exempt_foreach_ops(tree, ops, op) if ops else [])

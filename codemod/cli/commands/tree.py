@@ -7,7 +7,8 @@ import click
 
 from codemod.capture import fromtorch
 from codemod.cli import report
-from codemod.cli.options import JSON_OPTION, CommandGroup, run, say
+from codemod.cli.group import CommandGroup
+from codemod.cli.options import JSON_OPTION, run, say
 
 
 @click.group(cls=CommandGroup)

@@ -1,0 +1,126 @@
+"""How `codemod` and its command families take their command line: a usage error said in one line, and commands
+whose modules are imported only when they run.
+
+Light on purpose: `codemod --help` imports this module, click and report.py (a usage error's JSON object), and no
+command's module."""
+from __future__ import annotations
+
+import importlib
+import sys
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import NoReturn
+
+import click
+from click.shell_completion import CompletionItem
+
+from codemod.cli import report
+
+
+def complain(message: str, json_command: str | None, exit_code: int) -> None:
+    """An error, whatever -q: one line on stderr, and the JSON error object on stdout for a --json command."""
+    click.echo(f"codemod: {message}", err=True)
+    if json_command is not None:
+        click.echo(report.dumps(report.error(json_command, message, exit_code)))
+
+
+class CommandGroup(click.Group):
+    """`codemod` and its command families. A usage error (an unknown command or option, a missing or bad argument)
+    is said like every other error: one line, `codemod: what (the fix)`, exit 2, instead of click's usage, hint and
+    error lines; with --json on the line, the JSON error object too."""
+
+    def resolve_command(self, ctx: click.Context, args: list[str]):
+        name, command, rest = super().resolve_command(ctx, args)
+        ctx.find_root().meta[_INVOKED] = f"{ctx.command_path} {name}"  # the parser's errors do not all carry their command
+        return name, command, rest
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        if ctx.parent is None:
+            ctx.meta[_ARGS] = list(args)
+        return super().parse_args(ctx, args)
+
+    def make_context(self, info_name, args, parent=None, **extra) -> click.Context:
+        try:
+            return super().make_context(info_name, args, parent=parent, **extra)
+        except click.UsageError as error:
+            if parent is not None:  # a family's (`tree`): said in the root's invoke, as every other one
+                raise
+            _usage_error(error, list(args), info_name)
+
+    def invoke(self, ctx: click.Context):
+        try:
+            return super().invoke(ctx)
+        except click.UsageError as error:
+            if ctx.parent is not None:
+                raise
+            _usage_error(error, ctx.meta.get(_ARGS, []), ctx.meta.get(_INVOKED, ctx.command_path))
+
+
+_ARGS, _INVOKED = "codemod.args", "codemod.invoked"
+
+
+def _usage_error(error: click.UsageError, args: list[str], invoked: str) -> NoReturn:
+    """Say ERROR in one line and exit 2; INVOKED: the command path, when ERROR does not carry its own."""
+    if isinstance(error, click.exceptions.NoArgsIsHelpError):  # a bare `codemod`: its help is the answer
+        raise error
+    command = error.ctx.command_path if error.ctx is not None else invoked
+    what, _, suggestion = error.format_message().partition(" Did you mean ")
+    what = what[:1].lower() + what[1:].removesuffix(".")
+    fix = f"did you mean {suggestion} see `{command} --help`" if suggestion else f"see `{command} --help`"
+    complain(f"{what} ({fix})", (command.partition(" ")[2] or command) if "--json" in args else None, error.exit_code)
+    sys.exit(error.exit_code)
+
+
+@dataclass(frozen=True)
+class LazyCommand:
+    """A command by where it is defined ("package.module:attribute") and the line `codemod --help` shows for it."""
+
+    target: str
+    short_help: str
+
+    def load(self) -> click.Command:
+        module, _, attribute = self.target.partition(":")
+        return getattr(importlib.import_module(module), attribute)
+
+
+class LazyCommands(Mapping[str, click.Command]):
+    """Command name -> command, each imported on first use: click looks commands up, lists and suggests them by
+    name, so a command's module (and the libraries it needs: libcst, torch, the compilers' helpers) is imported
+    only when that command runs or its own help or completion is asked for."""
+
+    def __init__(self, commands: dict[str, LazyCommand]) -> None:
+        self.lazy = commands
+        self._loaded: dict[str, click.Command] = {}
+
+    def __getitem__(self, name: str) -> click.Command:
+        if name not in self._loaded:
+            self._loaded[name] = self.lazy[name].load()
+        return self._loaded[name]
+
+    def __contains__(self, name: object) -> bool:
+        return name in self.lazy
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.lazy)
+
+    def __len__(self) -> int:
+        return len(self.lazy)
+
+
+class LazyCommandGroup(CommandGroup):
+    """`codemod` itself: its commands are LazyCommands, and its help and the completion of a command name say each
+    one's short help without importing any."""
+
+    commands: LazyCommands
+
+    def __init__(self, *args, lazy_commands: dict[str, LazyCommand], **kwargs) -> None:
+        super().__init__(*args, commands=LazyCommands(lazy_commands), **kwargs)
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        with formatter.section("Commands"):
+            formatter.write_dl([(name, self.commands.lazy[name].short_help) for name in self.list_commands(ctx)])
+
+    def shell_complete(self, ctx: click.Context, incomplete: str) -> list[CompletionItem]:
+        named = [CompletionItem(name, help=self.commands.lazy[name].short_help)
+                 for name in self.list_commands(ctx) if name.startswith(incomplete)]
+        return named + click.Command.shell_complete(self, ctx, incomplete)  # the options (click.Group's would load every command)
