@@ -16,16 +16,15 @@ import json
 import re
 import tempfile
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from codemod.capture import codegen
-from codemod.model import cpp_syntax, progress
+from codemod.model import cache, cpp_syntax, progress
 from codemod.model.cpp_syntax import Source, text
 from codemod.model.errors import BadInput
 from codemod.model.native_yaml import NativeYaml, OpGroup
-from codemod.model.tree import Tree
+from codemod.model.tree import NATIVE_FUNCTIONS, TAGS, TEMPLATES, Tree
 
 _OPS_CALL = re.compile(r"at::_ops::(\w+)::call")
 _M_IMPL = re.compile(r'm\.impl\("([\w.]+)",\s*TORCH_FN\((\w+)\)\)')
@@ -119,7 +118,29 @@ def group_yaml(doc: NativeYaml, groups: list[OpGroup]) -> str:
 
 def capture(tree: Tree, op: str, before_yaml: str, after_yaml: str, overloads: tuple[str, ...]) -> Capture:
     """What torchgen generates for the op's entries; torchgen's loaders check the whole yaml meanwhile, and what they
-    refuse there is the cause of anything else (bad input, exit 2)."""
+    refuse there is the cause of anything else (bad input, exit 2). Kept in the build cache by the key of everything
+    it reads (only a capture whose check passed is kept): the same inputs are not captured twice."""
+    kept = cache.cache_dir() / f"capture-{op}-{cache.digest(*_inputs(tree, op, before_yaml, after_yaml, overloads))[:20]}.json"
+    if kept.is_file():
+        return Capture.from_json(kept.read_text())
+    captured = _captured(tree, op, before_yaml, after_yaml, overloads)
+    cache.publish_text(kept, captured.to_json())
+    return captured
+
+
+def _inputs(tree: Tree, op: str, before_yaml: str, after_yaml: str, overloads: tuple[str, ...]) -> list[bytes | str]:
+    """What a capture reads: the entries as they are and as the bypass leaves them, the whole yaml (the entries
+    torchgen checks beside them, and its loaders' check), the tags and templates, the torchgen that runs, the
+    parser of its outputs and our own code."""
+    return [
+        op, before_yaml, after_yaml, "\0".join(overloads), *codegen.files(tree.path(NATIVE_FUNCTIONS), tree.path(TAGS), tree.path(TEMPLATES)),
+        *codegen.torchgen_code(tree), *cpp_syntax.parser_versions(), cache.own_code(),
+    ]
+
+
+def _captured(tree: Tree, op: str, before_yaml: str, after_yaml: str, overloads: tuple[str, ...]) -> Capture:
+    from concurrent.futures import ThreadPoolExecutor  # with logging, ~10 ms: only a capture that runs pays for it
+
     with tempfile.TemporaryDirectory(prefix="codemod-capture-") as scratch:
         before, after = Path(scratch, "before"), Path(scratch, "after")
         with progress.step(f"capture: torchgen on the entries of {op}, as they are and as the bypass leaves them"):

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import importlib.metadata
 import importlib.util
 import json
 import re
@@ -186,7 +185,7 @@ def torchgen_code(tree: Tree) -> list[bytes | str]:
         spec = importlib.util.find_spec("torchgen")
         torchgen = Path(spec.origin).parent if spec and spec.origin else None
     code = [p for p in sorted(torchgen.rglob("*.py")) if "packaged" not in p.relative_to(torchgen).parts] if torchgen else []
-    return [tree.python, sys.version, importlib.metadata.version("PyYAML"), *files(*code)]
+    return [tree.python, sys.version, cache.installed_version("PyYAML"), *files(*code)]
 
 
 def files(*paths: Path) -> list[bytes | str]:

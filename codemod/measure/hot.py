@@ -244,10 +244,7 @@ def per_call_cost(tree: Tree, op: str) -> dict:
     cost = {"torch": version, "load_average": bench.load_average(),
             **{path: round(instructions[path]["per_call"], 1) for path in GUARDED_PATHS},
             "ns": {path: timed[f"{path}_ns"] for path in GUARDED_PATHS}}
-    cached.parent.mkdir(parents=True, exist_ok=True)
-    tmp = cached.with_suffix(f".tmp{os.getpid()}")
-    tmp.write_text(json.dumps(cost))
-    tmp.replace(cached)
+    cache.publish_text(cached, json.dumps(cost))
     return cost
 
 

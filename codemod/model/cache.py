@@ -5,14 +5,17 @@ place, so concurrent codemod processes (and several checkouts pointed at one cac
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import shutil
 import tempfile
+import threading
 from collections.abc import Callable
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
+PACKAGE = REPO / "codemod"
 
 
 def cache_dir() -> Path:
@@ -30,6 +33,22 @@ def digest(*parts: bytes | str) -> str:
 
 
 
+@functools.cache
+def installed_version(distribution: str) -> str:
+    """The installed DISTRIBUTION's version, for the keys of what it computes."""
+    from importlib.metadata import version  # tens of ms to import: only the commands that key such a result pay for it
+
+    return version(distribution)
+
+
+@functools.cache
+def own_code() -> str:
+    """The digest of codemod's own code, every file of the package (about 10 ms): what is kept by the key of the
+    inputs it was computed from holds it among them, since which of our modules take part changes with the code."""
+    files = sorted(p for p in PACKAGE.rglob("*") if p.is_file() and "__pycache__" not in p.parts)
+    return digest(*(part for p in files for part in (p.relative_to(PACKAGE).as_posix(), p.read_bytes())))
+
+
 def cached_build(entry: str, product: str, make: Callable[[Path], None]) -> tuple[Path, bool]:
     """CACHE/ENTRY, holding PRODUCT, and whether it was there already. MAKE fills a scratch directory
     beside it, published by one rename, so a half-made entry is never seen."""
@@ -45,6 +64,14 @@ def cached_build(entry: str, product: str, make: Callable[[Path], None]) -> tupl
             if not (out_dir / product).is_file():
                 raise
     return out_dir, False
+
+
+def publish_text(path: Path, text: str) -> None:
+    """Write TEXT to PATH (a file of the cache) by one rename: a reader finds it whole or not at all."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    scratch = path.with_name(f"{path.name}.tmp{os.getpid()}-{threading.get_ident()}")
+    scratch.write_text(text)
+    scratch.replace(path)
 
 
 def keep_failed(source: Path, name: str) -> Path:

@@ -14,6 +14,13 @@ from functools import lru_cache
 import tree_sitter_cpp
 from tree_sitter import Language, Node, Parser
 
+from codemod.model.cache import installed_version
+
+
+def parser_versions() -> list[str]:
+    """tree-sitter's and its C++ grammar's versions: what a parse, and so anything kept from one, depends on."""
+    return [installed_version(package) for package in ("tree-sitter", "tree-sitter-cpp")]
+
 
 @lru_cache(maxsize=1)
 def _parser() -> Parser:

@@ -13,6 +13,7 @@ import importlib.util
 import subprocess
 from pathlib import Path
 
+from codemod.model.cache import installed_version
 from codemod.model.errors import BadInput
 
 COLUMNS = 80
@@ -61,6 +62,12 @@ def clang_format() -> Path:
     if binary is None or not binary.is_file():
         raise BadInput("clang-format is not installed in this Python: `pip install -e .` installs it (PyPI package clang-format)")
     return binary
+
+
+def version() -> str:
+    """The installed clang-format's version: what the layout of the text it formats depends on."""
+    clang_format()  # installed, or the error that says how to install it
+    return installed_version("clang-format")
 
 
 def style(columns: int = COLUMNS) -> str:

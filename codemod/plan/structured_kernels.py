@@ -10,12 +10,13 @@ comments defines nothing. `codemod ops` and `codemod bypass` both ask this modul
 """
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from codemod.model import cpp_macros, cpp_syntax
+from codemod.model import cache, cpp_macros, cpp_syntax
 from codemod.model.native_yaml import NotBypassable
 from codemod.model.tree import NATIVE_SOURCES, Tree
 
@@ -59,8 +60,19 @@ def find_definitions(tree: Tree) -> dict[tuple[str, str], list[KernelDefinition]
     """Every structured kernel definition of the tree's native sources, by (kind, struct)."""
     found: dict[tuple[str, str], list[KernelDefinition]] = {}
     for path in kernel_sources(tree):
-        for definition in definitions_in(tree.rel(path), path.read_bytes()):
+        for definition in _kept_definitions_in(tree.rel(path), path.read_bytes()):
             found.setdefault(definition.key, []).append(definition)
+    return found
+
+
+def _kept_definitions_in(rel: str, data: bytes) -> list[KernelDefinition]:
+    """definitions_in, kept in the build cache by the file's path and bytes, the parser and our code: a source is
+    parsed and its macros expanded once, not by every `ops`, `explain` and `bypass`."""
+    kept = cache.cache_dir() / "kernels" / f"{cache.digest(rel, data, *cpp_syntax.parser_versions(), cache.own_code())[:24]}.json"
+    if kept.is_file():
+        return [KernelDefinition(**fields) for fields in json.loads(kept.read_text())]
+    found = definitions_in(rel, data)
+    cache.publish_text(kept, json.dumps([asdict(definition) for definition in found]))
     return found
 
 

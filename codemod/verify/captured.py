@@ -1,26 +1,11 @@
-"""An op's capture (two torchgen runs) for build and bench: from the tree, or as its journal recorded it.
-
-Cached by the hash of everything the capture reads."""
+"""An op's capture (two torchgen runs) for build and bench: from the tree, or as its journal recorded it."""
 from __future__ import annotations
-
-import os
-from pathlib import Path
 
 from codemod.apply import journal
 from codemod.capture import capture as capture_step
-from codemod.capture import codegen
 from codemod.capture.capture import Capture
-from codemod.model import native_yaml
-from codemod.model.cache import cache_dir, digest
-from codemod.model.tree import TAGS, TEMPLATES, Tree
-from codemod.plan import yaml_edits as plan_yaml
+from codemod.model.tree import Tree
 from codemod.plan.plan import OpEntries, op_entries
-
-
-def codegen_fingerprint(tree: Tree) -> list[bytes | str]:
-    """Everything besides the yaml that decides what torchgen generates, and the code that captures it."""
-    code = [Path(module.__file__) for module in (capture_step, codegen, native_yaml, plan_yaml)]
-    return [*codegen.files(tree.path(TAGS), tree.path(TEMPLATES), *code), *codegen.torchgen_code(tree)]
 
 
 def bypassed_or_current(tree: Tree, op: str, guarded: bool = False) -> tuple[OpEntries, Capture]:
@@ -40,15 +25,5 @@ def current_entries(tree: Tree, op: str, guarded: bool = False) -> OpEntries:
 
 
 def capture_for(tree: Tree, op: str, entries: OpEntries) -> Capture:
-    """The op's Capture, as make_plan computes it, cached by the hash of all its inputs."""
-    (before, after), overloads = entries.capture_inputs(), entries.overloads
-    key = digest(op, before, after, "\0".join(overloads), *codegen_fingerprint(tree))[:20]
-    cached = cache_dir() / f"capture-{op}-{key}.json"
-    if cached.is_file():
-        return Capture.from_json(cached.read_text())
-    captured = capture_step.capture(tree, op, before, after, overloads)
-    cache_dir().mkdir(parents=True, exist_ok=True)
-    tmp = cached.with_suffix(f".tmp{os.getpid()}")
-    tmp.write_text(captured.to_json())
-    tmp.replace(cached)
-    return captured
+    """The op's Capture, as make_plan computes it (kept in the build cache by all its inputs)."""
+    return capture_step.capture(tree, op, *entries.capture_inputs(), entries.overloads)

@@ -460,7 +460,7 @@ class _View:
         output = self._relative(result.stderr) if result.returncode != 0 else ""
         dependencies = {**self._dependencies(deps), "output": output}
         if "fatal error" not in output:  # a missing header is not in the -MD list: its record could not tell it appeared
-            _publish(record, json.dumps(dependencies))
+            cache.publish_text(record, json.dumps(dependencies))
         return _Compiled(output, dependencies, cached=False)
 
     def live_lines(self, unit: str, relative: str) -> set[int]:
@@ -637,13 +637,6 @@ def _generated_operator_header(name: str, path: Path) -> bool:
         return False
     with path.open("rb") as header:
         return b"@generated" in header.read(_STAMPED_WITHIN)
-
-
-def _publish(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(f".tmp{os.getpid()}-{threading.get_ident()}")
-    tmp.write_text(text)
-    tmp.replace(path)
 
 
 def _missing_header(target: Target, output: str) -> NotCompiled | None:
