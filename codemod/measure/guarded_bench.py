@@ -11,10 +11,12 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from codemod.capture.capture import group_yaml
 from codemod.measure import guarded_ext
 from codemod.model.errors import VerificationFailed
 from codemod.model.tree import Tree
 from codemod.verify import captured, compiler, harness
+from codemod.verify.build import recorded_build
 from codemod.verify.compiler import Built
 
 _HARNESS_MAIN = "int main(int argc, char** argv) {"
@@ -104,5 +106,12 @@ def render(tree: Tree, op: str) -> tuple[str, str]:
 
 
 def build(tree: Tree, op: str) -> Built:
-    source, shown = render(tree, op)
-    return replace(compiler.compile_source(source, name=f"guarded-bench-{op}"), timed_call=shown)
+    """The program compiled, recorded by what it is rendered from (build.recorded_build)."""
+    entries, plain = captured.bypassed_or_current(tree, op)
+    guarded = captured.bypassed_or_current(tree, op, guarded=True)[1]
+
+    def make() -> Built:
+        source, shown = render(tree, op)
+        return replace(compiler.compile_source(source, name=f"guarded-bench-{op}"), timed_call=shown)
+
+    return recorded_build(f"guarded-bench-{op}", [plain.to_json(), guarded.to_json(), group_yaml(entries.doc, list(entries.groups))], make)

@@ -7,17 +7,22 @@ from __future__ import annotations
 
 import dataclasses
 import re
+import time
+from collections.abc import Callable
 
-from codemod.capture.capture import Capture
+from codemod.capture import codegen
+from codemod.capture.capture import Capture, group_yaml
+from codemod.model import cache
 from codemod.model.edits import apply_edits
 from codemod.model.errors import VerificationFailed
 from codemod.model.tree import Tree
 from codemod.plan import cpp as plan_cpp
+from codemod.plan import cpp_format
 from codemod.plan.plan import op_entries
-from codemod.verify import bypass_ext, extension
+from codemod.verify import bypass_ext, compiler, extension
 from codemod.verify.captured import bypassed_or_current
-from codemod.verify.compiler import Built, CompileFailed, compile_source
-from codemod.verify.harness import Harness, render
+from codemod.verify.compiler import LIBTORCH_PCH, Built, CompileFailed, compile_source
+from codemod.verify.harness import HARNESS_TEMPLATE, Harness, render
 
 _COMPILER_ERROR = re.compile(r"^[^:\s]+\.cpp:(?P<line>\d+):\d+: (?:fatal )?error: (?P<message>.*)$")
 
@@ -41,17 +46,36 @@ def build(tree: Tree, op: str, captured: Capture | None = None) -> Built:
     """The harness and, where the check can bind every overload from Python (bypass_ext.unbindable), in the same
     compile, the extension (Built.module). Raises VerificationFailed naming, for each compiler error in the
     scaffolding, the file:line of the tree where `codemod bypass OP` splices that line. CAPTURED: the plan's
-    capture, when there is one."""
+    capture, when there is one. Recorded by what it is rendered from (recorded_build)."""
     entries, capture = (op_entries(tree, op), captured) if captured else bypassed_or_current(tree, op)
-    harness = render(capture, entries.groups)
-    source = harness.source
-    try:
-        return compile_harness(harness, op, None if bypass_ext.unbindable(capture) else capture)
-    except CompileFailed as failed:
-        spliced = spliced_errors(tree, capture, source, failed.errors)
-        if not spliced:
-            raise
-        raise VerificationFailed(f"{failed}\nin the tree after `codemod bypass {op}`:\n" + "\n".join(spliced)) from None
+
+    def make() -> Built:
+        harness = render(capture, entries.groups)
+        try:
+            return compile_harness(harness, op, None if bypass_ext.unbindable(capture) else capture)
+        except CompileFailed as failed:
+            spliced = spliced_errors(tree, capture, harness.source, failed.errors)
+            if not spliced:
+                raise
+            raise VerificationFailed(f"{failed}\nin the tree after `codemod bypass {op}`:\n" + "\n".join(spliced)) from None
+
+    return recorded_build(f"harness-{op}", [capture.to_json(), group_yaml(entries.doc, list(entries.groups))], make)
+
+
+def recorded_build(name: str, inputs: list[bytes | str], make: Callable[[], Built]) -> Built:
+    """What MAKE builds, recorded under NAME and the key of INPUTS (what its harness is rendered from: captures, the
+    groups' entries) and of everything else the harness's bytes depend on: our code, the harness template and the
+    precompiled header; clang-format, which lays out the scaffolding; the toolchain, torch included (its OpInfo
+    samples pick the timed call). A harness built before from the same inputs is found by that key, without
+    rendering it again (which imports torch: seconds) or hashing its source."""
+    started = time.perf_counter()
+    key = cache.digest(*inputs, cache.own_code(), *codegen.files(HARNESS_TEMPLATE, LIBTORCH_PCH), cpp_format.version(), *compiler.toolchain())
+    record = f"{name}-{key[:20]}.json"
+    built = compiler.recorded(record)
+    if built is None:
+        built = make()
+        compiler.record(record, built)
+    return dataclasses.replace(built, seconds=time.perf_counter() - started)
 
 
 def spliced_errors(tree: Tree, capture: Capture, source: str, errors: list[str]) -> list[str]:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib.metadata
 import importlib.util
+import json
 import os
 import shutil
 import subprocess
@@ -19,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from codemod.model import progress
-from codemod.model.cache import REPO, cached_build, digest, keep_failed
+from codemod.model.cache import REPO, cache_dir, cached_build, digest, keep_failed, publish_text
 from codemod.model.errors import BadInput, VerificationFailed
 from codemod.verify import pch
 
@@ -46,6 +47,36 @@ class Built:
     cpp_checks: bool = False  # the harness has the C++ checks of a (self, other) op
     timed_call: str = ""  # the representative call `time` and `calls` make, as a human reads it
     module: Path | None = None  # the Python extension linked from the same object, when the source declares one
+
+
+def recorded(name: str) -> Built | None:
+    """The Built `record` kept under NAME, as a cache hit; None when there is none or the cache no longer
+    holds what it built."""
+    kept = cache_dir() / name
+    if not kept.is_file():
+        return None
+    fields = json.loads(kept.read_text())
+    out_dir = cache_dir() / fields.pop("entry")
+    executable = out_dir / EXECUTABLE if fields.pop("executable") else None
+    module_name = fields.pop("module")
+    module = out_dir / module_name if module_name else None
+    if not all(product.is_file() for product in (executable, module) if product is not None):
+        return None
+    return Built(executable, out_dir / SOURCE, cached=True, seconds=0.0, module=module, **fields)
+
+
+def record(name: str, built: Built) -> None:
+    """Keep BUILT under NAME (the key of what it was built from), for `recorded`."""
+    fields = {"entry": built.source.parent.name, "executable": built.executable is not None,
+              "module": built.module.name if built.module else None, "key": built.key, "cpp_checks": built.cpp_checks,
+              "timed_call": built.timed_call}
+    publish_text(cache_dir() / name, json.dumps(fields))
+
+
+def toolchain() -> list[str]:
+    """What a compile's output depends on besides its source: the compiler, its flags (the installed torch's and
+    Python's headers), torch's and Python's versions."""
+    return [CXX, *compile_flags(), importlib.metadata.version("torch"), sys.version]
 
 
 def torch_dir() -> Path:
