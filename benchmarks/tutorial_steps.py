@@ -72,30 +72,36 @@ def machine() -> str:
     return platform.processor() or platform.machine()
 
 
-def main() -> None:
+def write_result(script: str, result: Path, load_before: float, figures: dict) -> None:
+    """RESULT: SCRIPT's FIGURES, with the date, the machine, the load average before (LOAD_BEFORE) and after, and
+    torch's version."""
     import torch
 
-    load_before = os.getloadavg()[0]
-    with tempfile.TemporaryDirectory(prefix="codemod-tutorial-cache-") as cache:
-        cold = walk(Path(cache))
-        warm = walk(Path(cache))
-        benched = bench(Path(cache))
     record = {
-        "script": Path(__file__).name,
+        "script": script,
         "date": datetime.date.today().isoformat(),
         "machine": machine(),
         "cpus": os.cpu_count(),
         "load_average": {"before": load_before, "after": os.getloadavg()[0]},
         "torch": torch.__version__,
-        "steps": [
-            {"command": c["command"], "cold": {k: c[k] for k in ("wall_s", "cpu_s")}, "warm": {k: w[k] for k in ("wall_s", "cpu_s")}}
-            for c, w in zip(cold, warm)
-        ],
-        "bench": benched,
+        **figures,
     }
-    RESULT.parent.mkdir(parents=True, exist_ok=True)
-    RESULT.write_text(json.dumps(record, indent=1) + "\n")
-    print(f"wrote {RESULT.relative_to(REPO)}; render it into the pages with `python docs/generate.py`")
+    result.parent.mkdir(parents=True, exist_ok=True)
+    result.write_text(json.dumps(record, indent=1) + "\n")
+    print(f"wrote {result.relative_to(REPO)}; render it into the pages with `python docs/generate.py`")
+
+
+def main() -> None:
+    load_before = os.getloadavg()[0]
+    with tempfile.TemporaryDirectory(prefix="codemod-tutorial-cache-") as cache:
+        cold = walk(Path(cache))
+        warm = walk(Path(cache))
+        benched = bench(Path(cache))
+    steps = [
+        {"command": c["command"], "cold": {k: c[k] for k in ("wall_s", "cpu_s")}, "warm": {k: w[k] for k in ("wall_s", "cpu_s")}}
+        for c, w in zip(cold, warm)
+    ]
+    write_result(Path(__file__).name, RESULT, load_before, {"steps": steps, "bench": benched})
 
 
 if __name__ == "__main__":

@@ -374,6 +374,16 @@ def bench_figures(_outputs: dict) -> str:
     return text + "\n" + _measured_when(record) + "\n"
 
 
+def command_latency(_outputs: dict) -> str:
+    record = _recorded("command_latency")
+    rows = [f"| command | timed | wall, median of {record['runs']} | fastest | CPU, median |", "|---|---|---:|---:|---:|"]
+    rows += [f"| `{c['command']}` | {c['measured']} | {c['wall_s']:.2f} s | {c['wall_min_s']:.2f} s | "
+             + (f"{c['cpu_s']:.2f} s |" if c["cpu_s"] is not None else "- |") for c in record["commands"]]
+    return ("\n".join(rows) + "\n\n" + _measured_when(record) + " CPU is user + system time of the command's processes "
+            "(not known for the part of `bench` before its timing); on a machine busier than its cores, wall time follows "
+            "the load: compare CPU.\n")
+
+
 def _sweeps() -> list[tuple[str, dict]]:
     """Each recorded sweep (benchmarks/op_sweep.py --record LABEL): its label and record, by label."""
     return [(path.stem.removeprefix("op_sweep-"), _recorded(path.stem)) for path in sorted(RESULTS.glob("op_sweep-*.json"))]
@@ -446,6 +456,7 @@ GENERATED_TEXT: dict[str, Callable[[dict], str]] = {
     "readme/call-path": call_path_picture,
     "tutorial/commands": tutorial_commands,
     "figures/tutorial-timings": tutorial_timings,
+    "figures/command-latency": command_latency,
     "figures/bench-mul": bench_figures,
     "figures/op-sweep": op_sweep_figures,
     "figures/real-tree-totals": real_tree_totals,
