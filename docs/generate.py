@@ -76,7 +76,8 @@ HELP_COMMANDS = ("", "bypass", "revert", "status", "ops", "explain", "build", "b
 # What varies from run to run, masked wherever it appears: the seconds of a step, whether a build or a codegen run
 # came from the build cache (a first run does what a second finds cached), and how many files g++ found compiled before.
 RUN_TO_RUN: tuple[tuple[str, str | Callable], ...] = (
-    (r"(?m)^verified: [^\n]*: ran clean before on the same inputs \(build cache\), not run again\n", ""),
+    (r"(?m)^verified: [^\n]*: ran clean (?:before on the same inputs \(build cache\)|on the planned bytes before writing; the tree "
+     r"now holds exactly those bytes), not run again\n", ""),
     (r"(?m)^precompile [^\n]*\(once for these headers, flags and compiler\): \d+\.\d+ s\n", ""),
     (r"(?m)^capture: torchgen on the entries of [^\n]*: \d+\.\d+ s\n", ""),  # said only when not kept from an earlier run
     (r"\b(?:cache hit|compiled) in \d+\.\d+ s", "compiled (or a cache hit) in … s"),

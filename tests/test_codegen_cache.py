@@ -17,12 +17,13 @@ from codemod.model.tree import locate
 from tests.conftest import REPO
 
 FROM_CACHE = "ran clean before on the same inputs (build cache), not run again"
+PLANNED = "ran clean on the planned bytes before writing; the tree now holds exactly those bytes, not run again"
 
 
-def bypass(tree: Path, cache: Path) -> subprocess.CompletedProcess[str]:
-    """`bypass mul` on TREE (a copy of target_tree), its codegen verification but neither compile."""
+def bypass(tree: Path, cache: Path, *flags: str) -> subprocess.CompletedProcess[str]:
+    """`bypass mul` on TREE (a copy of target_tree), its codegen verification but neither compile (unless FLAGS)."""
     return subprocess.run(
-        [sys.executable, "-m", "codemod", "-v", "bypass", "mul", "--tree", str(tree), "--no-build", "--no-compile"],
+        [sys.executable, "-m", "codemod", "-v", "bypass", "mul", "--tree", str(tree), *(flags or ("--no-build", "--no-compile"))],
         capture_output=True, text=True, cwd=REPO, env={**os.environ, "CODEMOD_BUILD_CACHE": str(cache)},
     )
 
@@ -42,16 +43,17 @@ def test_codegen_runs_once_per_set_of_inputs(target_tree: Path, tmp_path: Path) 
 
     first = bypass(trees[0], cache)
     assert first.returncode == 0, first.stderr
-    # capture: the entries as they are and as the bypass leaves them; verification: the whole yaml's headers, and
-    # the entries as the tree now holds them, with the edited templates; the autograd codegen on the tree as it is
-    # (its refusals come before writing) and as the bypass leaves it
-    assert runs(first, "torchgen.gen") == 4 and runs(first, "torchgen.packaged.autograd.gen_autograd") == 2
+    # capture: the entries as they are and as the bypass leaves them; then, on the planned bytes before writing, the
+    # whole yaml's headers, the entries with the edited templates and the autograd codegen, each once: verify after
+    # writing finds them all in the build cache
+    assert runs(first, "torchgen.gen") == 4 and runs(first, "torchgen.packaged.autograd.gen_autograd") == 1
+    assert first.stderr.count("--generate headers") == 1
     assert loader_runs(first) == 1
     assert FROM_CACHE not in first.stderr
+    assert f"verified: torchgen on the whole yaml, torchgen on the op's entries, the autograd codegen: {PLANNED}" in first.stderr
     lines = first.stderr.splitlines()
-    headers_run = next(i for i, line in enumerate(lines) if line.startswith("$ ") and "--generate headers" in line)
     written = next(i for i, line in enumerate(lines) if line.startswith("bypass mul (mul.Tensor, mul_.Tensor, mul.out) changed"))
-    assert headers_run < written, "verify's headers are generated from the planned bytes, before the tree is written"
+    assert all(i < written for i, line in enumerate(lines) if line.startswith("$ ")), "every codegen run comes before writing"
 
     again = bypass(trees[1], cache)  # a fresh copy of the same tree: the same inputs everywhere
     assert again.returncode == 0, again.stderr
@@ -65,7 +67,16 @@ def test_codegen_runs_once_per_set_of_inputs(target_tree: Path, tmp_path: Path) 
     assert edited.returncode == 0, edited.stderr
     assert runs(edited, "torchgen.gen") == 4 and runs(edited, "torchgen.packaged.autograd.gen_autograd") == 0
     assert loader_runs(edited) == 0  # the yaml and tags are those it accepted: the template is not its input
+    assert f"verified: torchgen on the whole yaml, torchgen on the op's entries: {PLANNED}" in edited.stderr
     assert f"verified: the autograd codegen: {FROM_CACHE}" in edited.stderr
+
+
+def test_no_verify_runs_no_codegen(target_tree: Path, tmp_path: Path) -> None:
+    """Only capture's torchgen runs (twice, on the op's entries): neither the autograd codegen nor the headers."""
+    result = bypass(shutil.copytree(target_tree, tmp_path / "tree"), tmp_path / "cache", "--no-verify")
+    assert result.returncode == 0, result.stderr
+    assert runs(result, "torchgen.gen") == 2 and runs(result, "torchgen.packaged.autograd.gen_autograd") == 0
+    assert "--generate headers" not in result.stderr and "verified:" not in result.stderr
 
 
 def test_a_failing_codegen_run_is_not_kept(target_tree: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -9,6 +9,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -18,6 +19,7 @@ from codemod.model.edits import apply_edits
 from codemod.model.errors import BadInput
 from codemod.model.tree import DERIVATIVES, GEN_VARIABLE_TYPE, NATIVE_FUNCTIONS, TAGS, locate
 from codemod.plan.foreach import exempt_foreach_ops, foreach_autograd_losses
+from tests.conftest import REPO, TARGET_TREE, snapshot
 
 MUL_GROUP = ("mul.Tensor", "mul_.Tensor", "mul.out")
 # Measured with the torch 2.13.0 derivatives.yaml; derived by the analysis, not listed in it.
@@ -66,11 +68,9 @@ def made_manual(native: str, names: tuple[str, ...]) -> str:
 
 @pytest.fixture(scope="module")
 def tree(tmp_path_factory):
-    sources = tmp_path_factory.mktemp("native_sources")
-    (sources / "aten/src/ATen/native").mkdir(parents=True)
-    (sources / "aten/src/ATen/native/BinaryOps.cpp").write_text("// placeholder\n")
+    """A checkout from the installed wheel, with our target_tree's native sources (mul's kernel among them)."""
     root = tmp_path_factory.mktemp("torch_tree") / "tree"
-    write_tree_from_torch(root, sources)
+    write_tree_from_torch(root, TARGET_TREE)
     return locate(root)
 
 
@@ -191,3 +191,50 @@ def test_slim_tree_without_autograd_codegen_is_refused(tree, tmp_path):
 def locate_like(tree, root: Path):
     """A Tree value at another root (only the gen_variable_type.py path is read)."""
     return type(tree)(root=root, has_own_torchgen=False, has_own_autograd=False)
+
+
+def bypass_mul(root: Path, cache: Path, *flags: str) -> subprocess.CompletedProcess[str]:
+    """`codemod -v bypass mul` on ROOT with the build cache CACHE: the codegen and its verification, no compile."""
+    return subprocess.run([sys.executable, "-m", "codemod", "-v", "bypass", "mul", "--tree", str(root), "--no-build", *flags],
+                          capture_output=True, text=True, cwd=REPO, env={**os.environ, "CODEMOD_BUILD_CACHE": str(cache)})
+
+
+def test_the_bypass_runs_each_codegen_once_on_the_planned_bytes(tree, tmp_path):
+    """The foreach exemption edits the autograd codegen's own code: its one run, before writing, is on the planned
+    gen_variable_type.py (on the tree's it fails, as above); after writing, verify finds every run in the build cache."""
+    root = shutil.copytree(tree.root, tmp_path / "tree")
+    result = bypass_mul(root, tmp_path / "cache", "--no-compile")
+    assert result.returncode == 0, result.stderr
+    lines = result.stderr.splitlines()
+    commands = [line for line in lines if line.startswith("$ ")]
+    assert sum(" -m tools.autograd.gen_autograd " in line for line in commands) == 1
+    assert sum(" -m torchgen.gen " in line and "--generate headers" in line for line in commands) == 1
+    written = next(i for i, line in enumerate(lines) if line.startswith("bypass mul (mul.Tensor, mul_.Tensor, mul.out) changed 11 files"))
+    assert all(i < written for i, line in enumerate(lines) if line.startswith("$ "))
+    assert ("verified: torchgen on the whole yaml, torchgen on the op's entries, the autograd codegen: ran clean on the "
+            "planned bytes before writing; the tree now holds exactly those bytes, not run again") in lines
+    assert '("_foreach_mul", "List")' in (root / GEN_VARIABLE_TYPE).read_text()
+
+
+def test_a_result_the_autograd_codegen_refuses_is_not_written(tree, tmp_path):
+    """A gen_variable_type.py that rebinds the exemption set after the literal the planner edits: the tree as it is
+    passes the autograd codegen, the bypass's result does not. Exit 1, every byte as it was, --dry-run too."""
+    root = shutil.copytree(tree.root, tmp_path / "tree")
+    code = root / GEN_VARIABLE_TYPE
+    code.write_text(code.read_text() + "\n_foreach_ops_without_differentiability_info = {\n"
+                    '    key for key in _foreach_ops_without_differentiability_info if key[0] != "_foreach_mul"\n}\n')
+    before = snapshot(root), directories(root)
+    for flags in ((), ("--dry-run",)):
+        result = bypass_mul(root, tmp_path / "cache", *flags)
+        assert result.returncode == 1, result.stderr
+        assert result.stderr.splitlines()[-1] == (
+            "codemod: the result of `bypass mul` is refused by the tree's autograd codegen: AssertionError: "
+            "_foreach_mul.List should have a differentiability info; nothing was written (`--dry-run --no-verify` prints the patch)"
+        )
+        assert result.stdout == ""
+        assert (snapshot(root), directories(root)) == before
+
+
+def directories(root: Path) -> set[str]:
+    """Every directory but Python's byte-code caches (the tree's torchgen runs from the tree, as a checkout's does)."""
+    return {p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_dir() and "__pycache__" not in p.parts}

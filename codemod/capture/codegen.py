@@ -15,6 +15,8 @@ Callers keep only the code of their own entries from the outputs.
 A run whose inputs (the yaml files, the templates, the codegen's own code, the arguments) ran clean before is not
 run again: torchgen's outputs, kept in the build cache under the key of those inputs, are copied out (or, for the
 compile check's headers, read where they are kept), and the caller is told so (the compile check's cache works the same way). Failures are never kept.
+The key names files by their place in the tree, never by where the tree is: a run on a scratch tree holding the bytes a
+bypass plans to write (planned_tree) is the run of the tree once it holds them.
 """
 from __future__ import annotations
 
@@ -28,9 +30,10 @@ import subprocess
 import sys
 import tempfile
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
+from codemod.capture.fromtorch import AUTOGRAD_DIR
 from codemod.model import cache, native_yaml, progress
 from codemod.model.errors import BadInput, VerificationFailed
 from codemod.model.tree import DERIVATIVES, NATIVE_FUNCTIONS, TAGS, TEMPLATES, Tree
@@ -39,8 +42,8 @@ from codemod.model.tree import DERIVATIVES, NATIVE_FUNCTIONS, TAGS, TEMPLATES, T
 _SUPPORT_ROUNDS = 4
 _IDENTIFIER = re.compile(r"[A-Za-z_][\w.]*\w|[A-Za-z_]")
 DEPRECATED = "tools/autograd/deprecated.yaml"
-# tree root -> ops (as `native_yaml.op_name` names them) its torchgen's whole-file checks need.
-_support_ops: dict[Path, set[str]] = {}
+# torchgen's directory -> ops (as `native_yaml.op_name` names them) its whole-file checks need.
+_support_ops: dict[Path | None, set[str]] = {}
 _support_lock = threading.Lock()
 
 
@@ -128,8 +131,8 @@ def _load_native_yaml(tree: Tree) -> None:
 
 
 def check_autograd(tree: Tree) -> None:
-    """The tree's own autograd codegen on the tree as it is: what it refuses (an empty derivatives.yaml, ...) is
-    refused before planning, not found by the verification after writing."""
+    """The tree's own autograd codegen on the tree as it is: what it refuses (an empty derivatives.yaml, ...) is bad
+    input, the cause of whatever failed on the way to writing it (the bypass's result refused, ...)."""
     with tempfile.TemporaryDirectory(prefix="codemod-autograd-check-") as out:
         try:
             autograd(tree, Path(out))
@@ -141,12 +144,14 @@ def check_autograd(tree: Tree) -> None:
             ) from None
 
 
-def aten(tree: Tree, source_dir: Path, out_dir: Path, *extra: str, scratch_paths: dict[Path, Path] | None = None) -> bool:
-    """`torchgen.gen` on SOURCE_DIR (holding native/ and templates/) into OUT_DIR; whether the outputs came from
-    the build cache (the same inputs ran clean before)."""
+def aten(
+    tree: Tree, source_dir: Path, out_dir: Path, *extra: str, scratch_paths: dict[Path, Path] | None = None,
+) -> tuple[Path, bool]:
+    """`torchgen.gen` on SOURCE_DIR (holding native/ and templates/) into OUT_DIR; the build cache's entry of the run
+    (named by its inputs) and whether the outputs came from it (the same inputs ran clean before)."""
     kept, cached = kept_aten(tree, source_dir, *extra, scratch_paths=scratch_paths)
     shutil.copytree(kept / "ATen", out_dir, dirs_exist_ok=True)
-    return cached
+    return kept, cached
 
 
 def kept_aten(tree: Tree, source_dir: Path, *extra: str, scratch_paths: dict[Path, Path] | None = None) -> tuple[Path, bool]:
@@ -179,33 +184,68 @@ def _once(kind: str, inputs: list[bytes | str], generate: Callable[[Path], None]
 
 def torchgen_code(tree: Tree) -> list[bytes | str]:
     """The code of the torchgen the tree's codegen runs (its own, else the installed one), and the Python it runs in."""
-    if tree.has_own_torchgen:
-        torchgen = tree.root / "torchgen"
-    else:
-        spec = importlib.util.find_spec("torchgen")
-        torchgen = Path(spec.origin).parent if spec and spec.origin else None
+    torchgen = _torchgen_dir(tree)
     code = [p for p in sorted(torchgen.rglob("*.py")) if "packaged" not in p.relative_to(torchgen).parts] if torchgen else []
     return [tree.python, sys.version, cache.installed_version("PyYAML"), *files(*code)]
+
+
+def _torchgen_dir(tree: Tree) -> Path | None:
+    """The torchgen the tree's codegen runs: its own, else the installed one."""
+    if tree.has_own_torchgen:
+        return (tree.root / "torchgen").resolve()
+    spec = importlib.util.find_spec("torchgen")
+    return Path(spec.origin).parent if spec and spec.origin else None
 
 
 def files(*paths: Path) -> list[bytes | str]:
     """Each file's name and bytes, a directory's files (but caches) in sorted order."""
     parts: list[bytes | str] = []
     for path in paths:
-        for file in sorted(path.rglob("*")) if path.is_dir() else [path]:
-            if file.is_file() and "__pycache__" not in file.parts:
-                parts += [file.name if file == path else str(file.relative_to(path)), file.read_bytes()]
+        for file in _listed(path):
+            parts += [file.name if file == path else str(file.relative_to(path)), file.read_bytes()]
     return parts
 
 
-def aten_on_entries(tree: Tree, native_yaml_text: str, out_dir: Path) -> bool:
-    """torchgen on these entries, plus those the tree's torchgen checks across the whole file; whether its outputs
-    came from the build cache."""
+def _listed(path: Path) -> list[Path]:
+    """The files `files` names for PATH: PATH itself, or a directory's files (but caches) in sorted order."""
+    candidates = sorted(path.rglob("*")) if path.is_dir() else [path]
+    return [file for file in candidates if file.is_file() and "__pycache__" not in file.parts]
+
+
+@contextlib.contextmanager
+def planned_tree(tree: Tree, planned: Mapping[str, bytes]) -> Iterator[Tree]:
+    """A scratch tree of what the tree's codegen reads (the yaml, the tags, the templates, the autograd formulas and, in
+    a checkout, its autograd codegen; its torchgen is linked), with PLANNED's bytes (by tree-relative path) in place of
+    the tree's: each codegen run there has the build-cache key of the same run on the tree once it holds those bytes.
+    Nothing else of the tree is there: a checkout's other files are not copied."""
+    read = [NATIVE_FUNCTIONS, TAGS, TEMPLATES, DERIVATIVES, DEPRECATED]
+    if tree.has_own_autograd:  # run as `python -m tools.autograd.gen_autograd` from the root
+        read += ["tools/__init__.py", AUTOGRAD_DIR]
+    paths = set()
+    for relative in read:
+        paths |= {tree.rel(file) for file in _listed(tree.path(relative))}
+        paths |= {path for path in planned if path == relative or path.startswith(f"{relative}/")}
+    with tempfile.TemporaryDirectory(prefix="codemod-planned-") as scratch:
+        root = Path(scratch)
+        for path in sorted(paths):
+            (root / path).parent.mkdir(parents=True, exist_ok=True)
+            if path in planned:
+                (root / path).write_bytes(planned[path])
+            else:  # left alone by the plan: read where it is
+                (root / path).symlink_to(tree.path(path))
+        if tree.has_own_torchgen:
+            (root / "torchgen").symlink_to(tree.path("torchgen"), target_is_directory=True)
+        yield Tree(root, has_own_torchgen=tree.has_own_torchgen, has_own_autograd=tree.has_own_autograd)
+
+
+def aten_on_entries(tree: Tree, native_yaml_text: str, out_dir: Path) -> tuple[Path, bool]:
+    """torchgen on these entries, plus those the tree's torchgen checks across the whole file; the build cache's entry
+    of the run and whether its outputs came from it."""
     own = {entry.name for entry in native_yaml.load("entries", native_yaml_text).entries}
     tree_yaml = functools.cache(lambda: native_yaml.load(NATIVE_FUNCTIONS, tree.path(NATIVE_FUNCTIONS).read_text()))
     for _ in range(_SUPPORT_ROUNDS):
         with _support_lock:
-            ops = set(_support_ops.get(tree.root, ()))
+            ops = set(_support_ops.get(_torchgen_dir(tree), ()))
         support = [e for e in tree_yaml().entries if e.name not in own and native_yaml.op_name(e.base) in ops] if ops else []
         try:
             return aten_on_yaml(tree, _joined(native_yaml_text, tree_yaml(), support), out_dir)
@@ -214,7 +254,7 @@ def aten_on_entries(tree: Tree, native_yaml_text: str, out_dir: Path) -> bool:
             if not named:
                 break
             with _support_lock:
-                _support_ops.setdefault(tree.root, set()).update(named)
+                _support_ops.setdefault(_torchgen_dir(tree), set()).update(named)
     with progress.step("torchgen checks the whole native_functions.yaml: running it on every entry"):
         everything_else = [e for e in tree_yaml().entries if e.name not in own]
         return aten_on_yaml(tree, _joined(native_yaml_text, tree_yaml(), everything_else), out_dir)
@@ -235,8 +275,9 @@ def _ops_named_in(doc: native_yaml.NativeYaml, message: str, own: set[str]) -> s
     return named
 
 
-def aten_on_yaml(tree: Tree, native_yaml_text: str, out_dir: Path) -> bool:
-    """torchgen on exactly this yaml, with the tree's tags and templates; whether its outputs came from the cache."""
+def aten_on_yaml(tree: Tree, native_yaml_text: str, out_dir: Path) -> tuple[Path, bool]:
+    """torchgen on exactly this yaml, with the tree's tags and templates; the build cache's entry of the run and
+    whether its outputs came from it."""
     with tempfile.TemporaryDirectory(prefix="codemod-src-") as scratch:
         source = Path(scratch)
         (source / "native").mkdir()
@@ -247,12 +288,13 @@ def aten_on_yaml(tree: Tree, native_yaml_text: str, out_dir: Path) -> bool:
         return aten(tree, source, out_dir, scratch_paths=in_tree)
 
 
-def autograd(tree: Tree, out_dir: Path) -> bool:
-    """The tree's own autograd codegen into OUT_DIR (a slim tree borrows the installed one's code and templates);
-    whether the same inputs ran clean before, in which case it is not run again and OUT_DIR is not written."""
+def autograd(tree: Tree, out_dir: Path) -> tuple[Path, bool]:
+    """The tree's own autograd codegen into OUT_DIR (a slim tree borrows the installed one's code and templates); the
+    build cache's entry of the run (named by its inputs), and whether the same inputs ran clean before, in which case
+    it is not run again and OUT_DIR is not written."""
     args = [str(tree.path(NATIVE_FUNCTIONS)), str(tree.path(TAGS)), str(out_dir)]
     if tree.has_own_autograd:
-        code = tree.path("tools/autograd")
+        code = tree.path(AUTOGRAD_DIR)
         module, run_in = "tools.autograd.gen_autograd", contextlib.nullcontext(code)
     else:
         import torchgen.packaged.autograd as packaged
@@ -265,7 +307,7 @@ def autograd(tree: Tree, out_dir: Path) -> bool:
         with run_in as autograd_dir:
             run(tree, ["-m", module, *args, str(autograd_dir)], "autograd codegen")
 
-    return _once("autograd", [module, *inputs, *torchgen_code(tree)], generate)[1]
+    return _once("autograd", [module, *inputs, *torchgen_code(tree)], generate)
 
 
 @contextlib.contextmanager

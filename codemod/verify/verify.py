@@ -16,16 +16,22 @@ The trade-off: the untouched functions' code is not regenerated. Their entries a
 byte-identical, and what torchgen generates for a function depends on its entry
 and its group only (capture relies on the same), so that code is what it was.
 The autograd codegen runs in full: the foreach cascade is a cross-entry effect.
+
+All three run first on the bytes the bypass plans to write (codegen_ahead), before
+the first write: a result they refuse is never written. After writing, verify
+looks each run up again by its inputs as they are on disk, and finds the same
+build-cache entries only if the tree holds exactly those bytes.
 """
 from __future__ import annotations
 
 import contextlib
 import functools
 import tempfile
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 from codemod.capture import codegen
 from codemod.capture.capture import generated_functions
@@ -35,6 +41,11 @@ from codemod.model.tree import NATIVE_FUNCTIONS, Tree
 from codemod.plan.plan import Plan, combined_changes
 from codemod.verify import compile_check, overlay_compile
 
+# What verify says of the codegen runs it found in the build cache instead of running them.
+_PLANNED = "ran clean on the planned bytes before writing; the tree now holds exactly those bytes, not run again"
+_KEPT = "ran clean before on the same inputs (build cache), not run again"
+_Result = TypeVar("_Result")
+
 
 @dataclass(frozen=True)
 class Verification:
@@ -42,33 +53,59 @@ class Verification:
     unchecked: list[str]  # what could not be checked, and why
 
 
-def verify(tree: Tree, plan: Plan, *more: Plan, compile: bool = True, ahead: HeadersAhead | None = None) -> Verification:
+@dataclass(frozen=True)
+class Ahead:
+    """The codegen runs on the bytes the plans leave, all clean, before writing: each one's build-cache entry (named by
+    its inputs) and whether an earlier run had made it."""
+
+    headers: tuple[Path, bool]  # torchgen's headers of the whole yaml
+    entries: tuple[Path, bool]  # torchgen on the op's entries
+    autograd: tuple[Path, bool]
+
+
+def verify(tree: Tree, plan: Plan, *more: Plan, compile: bool = True, ahead: Ahead | None = None) -> Verification:
     """Run the autograd codegen beside the two torchgen runs and (with COMPILE) the compile of the edited sources,
     on two cores; once for PLAN and MORE applied together. The autograd codegen's failure is said first. AHEAD: the
-    headers started from the plans' bytes (headers_ahead)."""
+    same runs on the planned bytes (codegen_ahead), which each run here finds in the build cache when the tree holds
+    those bytes."""
     plans = (plan, *more)
     overloads = tuple(name for each in plans for name in each.overloads)
     with tempfile.TemporaryDirectory(prefix="codemod-verify-") as scratch:
-        aten_out = Path(scratch, "aten")
         with ThreadPoolExecutor(max_workers=1) as pool:
             autograd_run = pool.submit(codegen.autograd, tree, Path(scratch, "autograd"))
-            headers = _headers(tree, ahead)
-            entries_from_cache = codegen.aten_on_entries(tree, _entries_in_tree(tree, overloads), aten_out)
-            ops_names = {name.replace(".", "_"): name for name in overloads}
             try:
-                codegen_checks = _renamed_entries(generated_functions(aten_out / "Functions.h", ops_names), overloads)
+                headers = compile_check.regenerate_headers(tree)
+                codegen_checks, entries = _entries_renamed(tree, overloads, Path(scratch, "aten"))
                 compiled = _compiled(tree, plans, headers) if compile else None
             finally:
-                autograd_from_cache = autograd_run.result()  # raises the autograd codegen's failure, before the compile's
-    from_cache = [what for what, cached in (
-        ("torchgen on the whole yaml", headers.from_cache), ("torchgen on the op's entries", entries_from_cache),
-        ("the autograd codegen", autograd_from_cache),
-    ) if cached]
-    if from_cache:
-        codegen_checks.append(f"{', '.join(from_cache)}: ran clean before on the same inputs (build cache), not run again")
+                autograd = autograd_run.result()  # raises the autograd codegen's failure, before the others'
+    codegen_checks += _not_run_again((
+        ("torchgen on the whole yaml", (headers.root, headers.from_cache), ahead and ahead.headers),
+        ("torchgen on the op's entries", entries, ahead and ahead.entries),
+        ("the autograd codegen", autograd, ahead and ahead.autograd),
+    ))
     if compiled is None:
         return Verification(codegen_checks, ["the edited sources: --no-compile"])
     return Verification(codegen_checks + compiled.verified(), compiled.unchecked())
+
+
+def _entries_renamed(tree: Tree, overloads: tuple[str, ...], out_dir: Path) -> tuple[list[str], tuple[Path, bool]]:
+    """torchgen on the op's entries as the tree holds them, into OUT_DIR: what it verified (the dispatcher entries
+    generated under new names only), and the run's build-cache entry and whether it was kept."""
+    ran = codegen.aten_on_entries(tree, _entries_in_tree(tree, overloads), out_dir)
+    ops_names = {name.replace(".", "_"): name for name in overloads}
+    return _renamed_entries(generated_functions(out_dir / "Functions.h", ops_names), overloads), ran
+
+
+def _not_run_again(runs: Sequence[tuple[str, tuple[Path, bool], tuple[Path, bool] | None]]) -> list[str]:
+    """Of RUNS (what, its build-cache entry and whether it was kept, the same run on the planned bytes if any), those
+    taken from the cache: the ones run on the planned bytes before writing (the same entry: the tree holds exactly those
+    bytes), and those an earlier run kept."""
+    by_wording: dict[str, list[str]] = {_PLANNED: [], _KEPT: []}
+    for what, (entry, cached), ahead in runs:
+        if cached:
+            by_wording[_PLANNED if ahead == (entry, False) else _KEPT].append(what)
+    return [f"{', '.join(whats)}: {wording}" for wording, whats in by_wording.items() if whats]
 
 
 def _renamed_entries(generated: list, overloads: tuple[str, ...]) -> list[str]:
@@ -95,30 +132,43 @@ def _compiled(tree: Tree, plans: tuple[Plan, ...], headers: compile_check.Header
     return compile_check.check(tree, headers, plans, compile_check.Before(before, headers_before))
 
 
-@dataclass(frozen=True)
-class HeadersAhead:
-    """torchgen's headers for the yaml and templates a plan leaves, generating while the bypass builds and writes."""
-
-    inputs: compile_check.CodegenInputs  # the planned bytes
-    headers: Future[compile_check.Headers]
-
-
 @contextlib.contextmanager
-def headers_ahead(tree: Tree, plans: Sequence[Plan]) -> Iterator[HeadersAhead]:
-    """Start torchgen's headers for the planned bytes; verify takes them when the tree then holds those bytes (its
-    failure, if any, is verify's to report, as it would be running torchgen itself)."""
-    after = {change.path: change.after for change in combined_changes(plans)}
-    inputs = compile_check.CodegenInputs.read(tree.root, after)
-    with ThreadPoolExecutor(max_workers=1) as pool:
-        yield HeadersAhead(inputs, pool.submit(compile_check.regenerate_headers, tree, inputs))
+def codegen_ahead(tree: Tree, plans: Sequence[Plan], threads: int = 1) -> Iterator[Callable[[], Ahead]]:
+    """Start verify's codegen runs on the bytes PLANS leave, on THREADS threads (one beside the harness's compile): the
+    autograd codegen, torchgen on the op's entries (renamed), torchgen's headers of the whole yaml, in a scratch tree
+    of what the codegen reads (codegen.planned_tree). Yields the wait for their verdicts, which raises
+    VerificationFailed with the first refusal; leaving the block drops the runs not started."""
+    planned = {change.path: change.after for change in combined_changes(plans)}
+    overloads = tuple(name for plan in plans for name in plan.overloads)
+    with codegen.planned_tree(tree, planned) as overlay, tempfile.TemporaryDirectory(prefix="codemod-ahead-") as scratch:
+        pool = ThreadPoolExecutor(max_workers=threads)
+        try:
+            autograd = pool.submit(codegen.autograd, overlay, Path(scratch, "autograd"))
+            entries = pool.submit(_entries_renamed, overlay, overloads, Path(scratch, "aten"))
+            headers = pool.submit(compile_check.regenerate_headers, tree, compile_check.CodegenInputs.read(tree.root, planned))
+
+            def verdicts() -> Ahead:  # the autograd codegen's first, as verify says it
+                verdict = functools.partial(_verdict, ops=" ".join(plan.op for plan in plans), overlay=overlay, tree=tree)
+                autograd_ran = verdict(autograd, "autograd codegen")
+                entries_ran = verdict(entries, "torchgen")[1]
+                kept_headers = verdict(headers, "torchgen")
+                return Ahead((kept_headers.root, kept_headers.from_cache), entries_ran, autograd_ran)
+
+            yield verdicts
+        finally:
+            pool.shutdown(cancel_futures=True)
 
 
-def _headers(tree: Tree, ahead: HeadersAhead | None) -> compile_check.Headers:
-    """The headers for the yaml and templates on disk: those generated ahead when made from the same bytes."""
-    inputs = compile_check.CodegenInputs.read(tree.root)
-    if ahead is not None and ahead.inputs == inputs:
-        return ahead.headers.result()
-    return compile_check.regenerate_headers(tree, inputs)
+def _verdict(run: Future[_Result], what: str, ops: str, overlay: Tree, tree: Tree) -> _Result:
+    """RUN's result, else its refusal of what `bypass OPS` plans (WHAT's words, with the tree's paths for OVERLAY's)."""
+    try:
+        return run.result()
+    except codegen.CodegenFailed as failure:
+        reason = failure.exception.splitlines()[0] if failure.exception else "no message"
+        refusal = f"the result of `bypass {ops}` is refused by the tree's {what}: {reason.replace(str(overlay.root), str(tree.root))}"
+    except VerificationFailed as failure:  # the op's entries generated under their public names
+        refusal = f"in the result of `bypass {ops}`, {failure}"
+    raise VerificationFailed(f"{refusal}; nothing was written (`--dry-run --no-verify` prints the patch)")
 
 
 def _entries_in_tree(tree: Tree, overloads: tuple[str, ...]) -> str:

@@ -4,8 +4,7 @@ from __future__ import annotations
 import contextlib
 import json
 import time
-from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Iterator
 from pathlib import Path
 
 import click
@@ -21,7 +20,7 @@ from codemod.model.errors import BadInput, CodemodError, VerificationFailed
 from codemod.model.tree import Tree, locate
 from codemod.plan.plan import Plan, combined_changes, make_plan
 from codemod.verify import fixed_point
-from codemod.verify.verify import headers_ahead, verify
+from codemod.verify.verify import Ahead, codegen_ahead, verify
 
 
 @click.command()
@@ -31,9 +30,9 @@ from codemod.verify.verify import headers_ahead, verify
               help="Instead of OP: the top bypassable ops of a saved `codemod hot --json` report (see --top).")
 @click.option("--top", type=click.IntRange(min=1), default=1, show_default=True,
               help="With --from-hot: how many ops, by estimated saving in this mode (plain, or --guarded).")
-@click.option("--dry-run", is_flag=True, help="Print the patch on stdout; write nothing.")
+@click.option("--dry-run", is_flag=True, help="Print the patch on stdout once the tree's codegen accepts it; write nothing.")
 @click.option("--patch", "patch_file", type=click.Path(dir_okay=False, path_type=Path), help="Also write the patch to this file.")
-@click.option("--no-verify", is_flag=True, help="Skip verification: the compile before applying and the tree's codegen after.")
+@click.option("--no-verify", is_flag=True, help="Skip verification: the compile and the tree's codegen, before applying and after.")
 @click.option("--no-build", is_flag=True, help="Skip only the compile (against the installed libtorch) and its checks.")
 @click.option("--no-compile", is_flag=True,
               help="Skip only g++ on the edited sources after applying (the codegen still runs); said as not compiled.")
@@ -70,11 +69,10 @@ def bypass(
                     )))
                 return
             seconds: dict[str, float] = {}
-            with _autograd_checked(tree) as autograd_accepts_the_tree:
+            ahead: Ahead | None = None
+            with _the_trees_refusal_first(tree):
                 with _timed(seconds, "plan"):
                     plans = _planned(tree, ops, guarded)
-                if dry_run or check or interactive:
-                    autograd_accepts_the_tree()
                 if interactive:
                     prompt_text(f"review: {review.ANSWERS}")
                     try:
@@ -82,22 +80,29 @@ def bypass(
                     except review.Quit:
                         prompt_text("quit: nothing written")
                         return
-                diff = patch.render(combined_changes(plans))
-                verified: list[str] = []
-                unchecked: list[str] = []
-                if check:
-                    _check_fixed_point(tree, plans[0])
-                elif dry_run and not as_json:
-                    click.echo(diff, nl=False)
-                elif not dry_run:
-                    with headers_ahead(tree, plans) if not no_verify else contextlib.nullcontext() as ahead:
-                        if not (no_verify or no_build):  # before writing: a bypass that does not compile is not applied
-                            with _timed(seconds, "build"):
-                                for plan in plans:
-                                    build_and_check(tree, plan.op, check=True, verbose=False, captured=plan.capture, guarded=plan.guarded)
-                        autograd_accepts_the_tree()  # before the first write
-                        with _timed(seconds, "apply"):
-                            journal.apply(tree, plans)
+                building = not (dry_run or check or no_verify or no_build)
+                # the codegen's verdicts on the planned bytes, on the core the build or the fixed point leaves free
+                with codegen_ahead(tree, plans, threads=1 if building or check else 2) if not no_verify else contextlib.nullcontext() as verdicts:
+                    if check:
+                        _check_fixed_point(tree, plans[0])
+                    if building:  # before writing: a bypass that does not compile is not applied
+                        with _timed(seconds, "build"):
+                            for plan in plans:
+                                build_and_check(tree, plan.op, check=True, verbose=False, captured=plan.capture, guarded=plan.guarded)
+                    if verdicts is not None:  # before the first write
+                        step = "codegen: the tree's autograd codegen and torchgen on the bytes the bypass would write"
+                        with progress.step(step), _timed(seconds, "codegen"):
+                            ahead = verdicts()
+                        if dry_run or check:
+                            say("checked: the tree's autograd codegen and torchgen accept the bypass's result")
+            diff = patch.render(combined_changes(plans))
+            verified: list[str] = []
+            unchecked: list[str] = []
+            if dry_run and not check and not as_json:
+                click.echo(diff, nl=False)
+            elif not (dry_run or check):
+                with _timed(seconds, "apply"):
+                    journal.apply(tree, plans)
             applied = not (dry_run or check)
             if not check:
                 for plan in plans:
@@ -145,19 +150,17 @@ def _already_bypassed(tree: Tree, op: str, mode: str) -> bool:
 
 
 @contextlib.contextmanager
-def _autograd_checked(tree: Tree) -> Iterator[Callable[[], None]]:
-    """The tree's autograd codegen on the tree as it is, beside planning and building (a run kept by its inputs: once
-    per state of the tree); the caller waits for its verdict before writing. Its refusal is the cause of any
-    failure but a bad input met on the way (which names its file)."""
-    with ThreadPoolExecutor(max_workers=1) as pool:
-        autograd = pool.submit(codegen.check_autograd, tree)
-        try:
-            yield autograd.result
-        except BadInput:
-            raise
-        except CodemodError:
-            autograd.result()
-            raise
+def _the_trees_refusal_first(tree: Tree) -> Iterator[None]:
+    """A failure before writing (but a bad input met on the way, which names its file) is the tree's when its autograd
+    codegen refuses the tree as it is: that refusal is said instead (bad input). Run only then, so a bypass whose result
+    the codegen accepts runs it once, on the planned bytes."""
+    try:
+        yield
+    except BadInput:
+        raise
+    except CodemodError:
+        codegen.check_autograd(tree)
+        raise
 
 
 def _planned(tree: Tree, ops: list[str], guarded: bool) -> list[Plan]:

@@ -1,8 +1,8 @@
-"""What the autograd check (codegen.check_autograd, beside the planning) costs a bypass: `bypass OP --dry-run` on
-TREE with a private, empty build cache (cold: the tree's autograd codegen runs), then again (its clean run kept by its
-inputs), with the load average. Figures for a person; nothing here asserts a time.
+"""What the codegen's verdict on the planned bytes (verify.codegen_ahead) costs `bypass OP --dry-run` on TREE: with a
+private, empty build cache (cold: the tree's autograd codegen and torchgen run), then again (their clean runs kept by
+their inputs), with the load average. Figures for a person; nothing here asserts a time.
 
-    python benchmarks/autograd_check.py TREE [OP]     # e.g. a tree from `codemod tree from-torch DEST`
+    python benchmarks/dry_run_codegen.py TREE [OP]     # e.g. a tree from `codemod tree from-torch DEST`
 """
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ def dry_run(tree: str, op: str, cache: str) -> float:
 
 
 def main(tree: str, op: str = "mul") -> None:
-    with tempfile.TemporaryDirectory(prefix="codemod-autograd-check-") as cache:
+    with tempfile.TemporaryDirectory(prefix="codemod-dry-run-codegen-") as cache:
         cold, cached = dry_run(tree, op, cache), dry_run(tree, op, cache)
     print(f"bypass {op} --dry-run on {tree}: {cold:.1f} s with the verdict cold, {cached:.1f} s cached "
           f"(ratio {cold / cached:.2f}); load average {os.getloadavg()[0]:.1f}")
