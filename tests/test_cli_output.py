@@ -119,10 +119,14 @@ def test_shell_completion_offers_the_trees_ops(tree: Path) -> None:
 
 
 def leaf_commands(group: click.Group = main, path: tuple[str, ...] = ()) -> list[tuple[str, ...]]:
-    """Every command a user can run, as its words after `codemod` (`("tree", "from-torch")`)."""
+    """Every command a user can run, as its words after `codemod` (`("tree", "from-torch")`; a family that runs
+    alone too)."""
     found = []
     for name, command in sorted(group.commands.items()):
-        found += leaf_commands(command, (*path, name)) if isinstance(command, click.Group) else [(*path, name)]
+        if isinstance(command, click.Group):
+            found += [(*path, name)] * command.invoke_without_command + leaf_commands(command, (*path, name))
+        else:
+            found.append((*path, name))
     return found
 
 
@@ -144,13 +148,69 @@ def test_quiet_prints_errors_only(tree: Path, tmp_path: Path) -> None:
     assert failing.returncode == 2 and failing.stderr.startswith("codemod: unknown op 'mull'") and failing.stderr.count("\n") == 1
 
 
-def test_every_command_has_json_and_its_help_names_the_schema_file() -> None:
-    """Issue 20 §3: the help named codemod/output.schema.json, which does not exist; and explain had no --json."""
+def test_every_commands_help_names_the_global_options_and_the_schema_file() -> None:
+    """Issue 20 §3: the help named codemod/output.schema.json, which does not exist. Issue 28: --json is a global
+    option, as -q, -v and --color: `codemod --help` says what each does, every command's help that it takes them."""
+    root_help = " ".join(run_codemod("--help").stdout.split())
+    assert "--json Print one JSON object on stdout" in root_help
+    named = re.search(r"documented by (\S+?)\)", root_help).group(1)
+    assert (REPO / named).is_file() and (REPO / named).resolve() == SCHEMA.resolve(), named
     for words in leaf_commands():
         help_text = " ".join(run_codemod(*words, "--help").stdout.split())
-        assert "--json Print one JSON object on stdout" in help_text, words
-        named = re.search(r"documented by (\S+?)\)", help_text).group(1)
-        assert (REPO / named).is_file() and (REPO / named).resolve() == SCHEMA.resolve(), (words, named)
+        assert "Global options, before or after the command: -q, -v, --json, --color WHEN (see `codemod --help`)." in help_text, words
+
+
+GLOBAL_OPTIONS = ("-q", "-v", "--json", "--color", "never")
+
+
+@pytest.mark.parametrize("words", leaf_commands(), ids=" ".join)
+def test_every_command_takes_the_global_options_after_its_name(words: tuple[str, ...]) -> None:
+    """Issue 28: `codemod revert mul --tree ./target_tree -q` said "no such option"; the group takes them anywhere."""
+    run = run_codemod(*words, *GLOBAL_OPTIONS, "--help")
+    assert run.returncode == 0 and run.stdout.startswith(f"Usage: codemod {' '.join(words)} "), run.stderr
+
+
+def test_a_global_option_means_the_same_before_and_after_the_command(tree: Path, tmp_path: Path) -> None:
+    """One meaning wherever it stands; left alone: what follows `--` (the profiled script's own -v), and a value of
+    an option that looks like one (`--patch -q` writes a file named -q)."""
+    on_tree = ("--tree", str(tree))
+    before, after = run_codemod("-q", "--json", "status", *on_tree), run_codemod("status", *on_tree, "--json", "-q")
+    assert (before.returncode, before.stdout, before.stderr) == (after.returncode, after.stdout, after.stderr) == (0, after.stdout, "")
+    assert json.loads(after.stdout)["command"] == "status"
+    script = tmp_path / "argv.py"
+    script.write_text("import sys\nprint('script argv:', sys.argv[1:])\n")
+    profiled = run_codemod("hot", str(script), "--no-measure", *on_tree, "-q", "--", "-v", "--json")
+    assert profiled.returncode == 0, profiled.stderr
+    assert "script argv: ['-v', '--json']" in profiled.stdout and profiled.stderr == ""  # -q was codemod's; the rest the script's
+    patched = subprocess.run([sys.executable, "-m", "codemod", "bypass", "mul", *on_tree, "--dry-run", "--patch", "-q"],
+                             capture_output=True, text=True, cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert patched.returncode == 0, patched.stderr
+    assert (tmp_path / "-q").read_text() == patched.stdout and "would change" in patched.stderr  # a file, not quiet
+
+
+def test_color_colors_the_patch_and_the_hunks_as_asked(tree: Path) -> None:
+    """--color WHEN (auto: on a terminal, which a test's pipe is not) colors the --dry-run patch and -i's hunks, as
+    git colors a diff; the bytes are otherwise the same."""
+    on_tree = ("--tree", str(tree))
+    plain, auto = run_codemod("bypass", "mul", *on_tree, "--dry-run", "--color", "never"), run_codemod("bypass", "mul", *on_tree, "--dry-run")
+    colored = run_codemod("--color=always", "bypass", "mul", *on_tree, "--dry-run")
+    assert plain.stdout == auto.stdout and "\x1b[" not in plain.stdout + plain.stderr
+    assert re.sub(r"\x1b\[[\d;]*m", "", colored.stdout) == plain.stdout and "\x1b[32m+// @codemod-bypass mul begin" in colored.stdout
+    assert "\x1b[1mdiff --git a/" in colored.stdout and "\x1b[" not in colored.stderr  # the summary is not a diff
+    reviewed = subprocess.run([sys.executable, "-m", "codemod", "bypass", "mul", *on_tree, "-i", "--color", "always"], input="q\n",
+                              capture_output=True, text=True, cwd=REPO)
+    assert reviewed.returncode == 0 and "\x1b[36m@@ " in reviewed.stderr and "quit: nothing written" in reviewed.stderr
+
+
+def test_no_command_gives_a_global_option_another_meaning() -> None:
+    """Issue 28: `-v` meant "every check" after `build` and "every command" before it; `build --show-checks` now."""
+    global_names = {name for param in main.params for name in getattr(param, "opts", ())}
+    for words in leaf_commands():
+        command = main
+        for word in words:
+            command = command.commands[word]
+        clashing = {name for param in command.params for name in getattr(param, "opts", ())} & global_names
+        assert not clashing, (words, clashing)
 
 
 def test_every_command_answers_in_one_json_object(tree: Path, tmp_path: Path) -> None:
@@ -187,9 +247,7 @@ def test_every_command_answers_in_one_json_object(tree: Path, tmp_path: Path) ->
 def test_a_usage_error_is_one_line_with_the_fix_and_exit_2(words: tuple[str, ...]) -> None:
     """Issue 20 §3: click's four lines (usage, hint, blank, error) become ours: `codemod: what (the fix)`, exit 2; with
     --json, the error object on stdout as for every other error."""
-    wrong, what = ("--trace",), "option '--trace' requires an argument"  # hot passes unknown options to the script
-    if words != ("hot",):
-        wrong, what = ("--xyzzy",), "no such option '--xyzzy'"
+    wrong, what = ("--xyzzy",), "no such option '--xyzzy'"  # hot's too: a script's options follow the script
     run = run_codemod(*words, "--json", *wrong)
     assert run.returncode == 2
     assert run.stderr == f"codemod: {what} (see `codemod {' '.join(words)} --help`)\n"
@@ -207,6 +265,13 @@ def test_a_usage_error_is_one_line_with_the_fix_and_exit_2(words: tuple[str, ...
     (("bypass", "mul", "--top", "0"), "codemod: invalid value for '--top': 0 is not in the range x>=1 (see `codemod bypass --help`)"),
     (("tree", "from-tourch"), "codemod: no such command 'from-tourch' (did you mean 'from-torch'? see `codemod tree --help`)"),
     (("--quite", "status"), "codemod: no such option '--quite' (did you mean '--quiet'? see `codemod --help`)"),
+    (("status", "--quite"), "codemod: no such option '--quite' (did you mean '--quiet' or '--tree'? see `codemod status --help`)"),
+    (("hot", "--tre", "./target_tree", "train.py"),
+     "codemod: no such option '--tre' (did you mean '--tree' or '--trace'? see `codemod hot --help`)"),
+    (("status", "--color"), "codemod: option '--color' requires an argument (see `codemod --help`)"),
+    (("status", "--color", "red"), "codemod: invalid value for '--color': 'red' is not one of 'auto', 'always', 'never' (see `codemod --help`)"),
+    (("bypass", "mul", "--top", "2"), "codemod: --top needs --from-hot (see `codemod bypass --help`)"),
+    (("build", "mul", "-v", "--show-check"), "codemod: no such option '--show-check' (did you mean '--show-checks' or '--no-check'? see `codemod build --help`)"),
 ])
 def test_each_kind_of_usage_error_names_its_command_and_the_fix(args: tuple[str, ...], line: str) -> None:
     run = run_codemod(*args)

@@ -20,6 +20,7 @@ from codemod.model.errors import VerificationFailed
 from codemod.model.tree import NATIVE_SOURCES, TEMPLATES, locate
 from codemod.plan import cpp_format
 from codemod.verify import build, captured, harness
+from codemod.verify.compiler import torch_dir
 from tests.conftest import FIXTURES, OUTPUT_SCHEMA, REPO, pristine_copy, run_codemod, snapshot
 
 README = (REPO / "README.md").read_text()
@@ -140,6 +141,23 @@ def test_the_tree_is_found_upward_from_a_subdirectory_or_the_message_says_where_
     assert outside.returncode == 2
     assert f"no aten/src/ATen/native/native_functions.yaml in {tree.parent} or any directory above it" in outside.stderr
     assert "aten/aten" not in inside.stderr + outside.stderr
+
+
+def test_where_no_tree_is_found_the_message_says_where_one_is(tree: Path, tmp_path: Path) -> None:
+    """Issue 28: from the clone's root, `codemod status` said there is no tree here or above, though ./target_tree is
+    right below; --tree at an installed torch said the same, with no word of `tree from-torch`."""
+    below = codemod_in(tree.parent, "status")
+    assert below.returncode == 2 and below.stderr.endswith(f"; --tree ./{tree.name} is a tree directly below it: pass that\n")
+    installed = Path(torch_dir())
+    for where in (installed, installed / "lib", installed.parent):
+        pointed = codemod_in(tmp_path, "status", "--tree", str(where))
+        assert pointed.returncode == 2, pointed.stderr
+        assert pointed.stderr == (f"codemod: {where} is in the installed torch package {installed}, which ships no "
+                                  "aten/src/ATen/native/native_functions.yaml; write a PyTorch-layout tree from it with "
+                                  "`codemod tree from-torch DEST`, then pass --tree DEST\n")
+    (tmp_path / "empty").mkdir()
+    nowhere = codemod_in(tmp_path / "empty", "status")
+    assert nowhere.stderr.endswith("; run codemod inside a PyTorch checkout or pass --tree its root\n")
 
 
 # ---------------------------------------------------------------- 7. git status stays clean

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import click
 
-from codemod.cli import pipes
+from codemod.cli import pipes, report
 from codemod.cli.group import LazyCommand, LazyCommandGroup
 from codemod.model import progress
 
@@ -25,11 +25,16 @@ COMMANDS = {  # name -> where it is defined, and its line in `codemod --help`
     "tree": LazyCommand("codemod.cli.commands.tree:tree", "Trees to run codemod on."),
 }
 
+COLOR = {"auto": None, "always": True, "never": False}  # --color WHEN: click's color setting (None: on a terminal)
+
 
 @click.group(cls=LazyCommandGroup, lazy_commands=COMMANDS, context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("-q", "--quiet", is_flag=True, help="Print errors only (no progress lines, no summaries); answers still go to stdout.")
 @click.option("-v", "--verbose", is_flag=True, help="Also print every command run (codegen, compiler, valgrind).")
-def main(quiet: bool, verbose: bool) -> None:
+@click.option("--json", "as_json", is_flag=True, help=f"Print one JSON object on stdout (documented by {report.SCHEMA_PATH}).")
+@click.option("--color", type=click.Choice(COLOR), default="auto", show_default=True, metavar="WHEN",
+              help="Color the -i hunks and the --dry-run patch: auto (on a terminal), always or never.")
+def main(quiet: bool, verbose: bool, as_json: bool, color: str) -> None:
     """Rewrite a PyTorch tree so a structured op bypasses the dispatcher.
 
     `bypass OP` makes OP's entries `manual_cpp_binding`, removes its autograd
@@ -37,4 +42,5 @@ def main(quiet: bool, verbose: bool) -> None:
     what torchgen generated; `revert OP` restores every byte.
     """
     pipes.tolerate_readers_leaving()
+    click.get_current_context().color = COLOR[color]  # every command's context inherits it
     progress.set_level(progress.QUIET if quiet else progress.VERBOSE if verbose else progress.NORMAL)

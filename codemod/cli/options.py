@@ -1,5 +1,5 @@
-"""What every command shares: the --tree option, OP arguments checked at the edge, --json, -q, and how a
-command ends: a CodemodError said in one line (`codemod: what (the fix)`, as group.py says a usage error), with
+"""What every command shares: the --tree option, OP arguments checked at the edge, --json and -q (global options,
+main.py), an option that needs another, and how a command ends: a CodemodError said in one line (`codemod: what (the fix)`, as group.py says a usage error), with
 its exit code, and as the JSON error object too when the command was asked for --json."""
 from __future__ import annotations
 
@@ -11,11 +11,11 @@ from pathlib import Path
 import click
 
 from codemod.apply import journal, transaction
-from codemod.cli import catalog, children, report
+from codemod.cli import catalog, children
 from codemod.cli.group import complain
 from codemod.model import op_name, progress
 from codemod.model.errors import EXIT_OK, BadInput, CodemodError
-from codemod.model.tree import NATIVE_FUNCTIONS, Tree, locate
+from codemod.model.tree import Tree, locate, trees_below
 
 TREE_OPTION = click.option(
     "--tree", "tree_root", default=".", show_default=True, type=click.Path(file_okay=False, path_type=Path),
@@ -34,15 +34,39 @@ def prompt_text(message: str = "") -> None:
     click.echo(message, err=True)
 
 
-def run(action, json_command: str | None = None, finishes_transactions: bool = False) -> None:
+def wants_json() -> bool:
+    """--json, given before or after the command: one JSON object on stdout."""
+    return click.get_current_context().find_root().params["as_json"]
+
+
+class NeedsOption(click.Option):
+    """An option that means something only beside another (`--top` beside `--from-hot`): given without it, a usage
+    error (exit 2) instead of being ignored."""
+
+    def __init__(self, *args, needs: str, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.needs = needs
+
+    def handle_parse_result(self, ctx: click.Context, opts, args):
+        value, args = super().handle_parse_result(ctx, opts, args)
+        given = ctx.get_parameter_source(self.name) == click.core.ParameterSource.COMMANDLINE
+        if given and self.needs not in opts:
+            other = next(p for p in ctx.command.params if p.name == self.needs)
+            raise click.UsageError(f"{self.opts[0]} needs {other.opts[0]}", ctx)
+        return value, args
+
+
+def run(action, finishes_transactions: bool = False) -> None:
     """Run ACTION, owning its child processes (children.owned); on a CodemodError say why and exit with its code
-    (as JSON too, for a --json command); on SIGINT or SIGTERM, end its children and exit 128 + the signal.
+    (as JSON too, with --json); on SIGINT or SIGTERM, end its children and exit 128 + the signal.
 
     A command on a tree first refuses (exit 2) while a transaction there is unfinished, unless it is the
     one that FINISHES_TRANSACTIONS (`recover`)."""
+    ctx = click.get_current_context()
+    json_command = ctx.command_path.partition(" ")[2] if wants_json() else None  # "tree from-torch"
     try:
         with children.owned():
-            tree_root = click.get_current_context().params.get("tree_root")
+            tree_root = ctx.params.get("tree_root")
             if tree_root is not None and not finishes_transactions:
                 transaction.refuse_if_interrupted(Path(tree_root).resolve())
             action()
@@ -66,7 +90,7 @@ def _completion_tree() -> Tree:
     try:
         return locate(".")
     except BadInput:
-        below = [d for d in sorted(Path(".").iterdir()) if d.is_dir() and d.joinpath(NATIVE_FUNCTIONS).is_file()]
+        below = trees_below(Path("."))
         if len(below) != 1:
             raise
         return locate(below[0])
@@ -99,4 +123,3 @@ def validated_ops(_ctx: click.Context, _param: click.Parameter, value: str | tup
 OP_ARGUMENT = click.argument("op", shell_complete=complete_ops(bypassed=False), callback=validated_ops)
 OPS_ARGUMENT = click.argument("op_names", metavar="OP...", nargs=-1, required=True, shell_complete=complete_ops(bypassed=False), callback=validated_ops)
 BYPASSED_OPS_ARGUMENT = click.argument("op_names", metavar="[OP]...", nargs=-1, shell_complete=complete_ops(bypassed=True), callback=validated_ops)
-JSON_OPTION = click.option("--json", "as_json", is_flag=True, help=f"Print one JSON object on stdout (documented by {report.SCHEMA_PATH}).")

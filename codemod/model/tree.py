@@ -68,10 +68,7 @@ def locate(root: str | os.PathLike[str]) -> Tree:
         raise BadInput(f"{root}: no such directory; pass --tree the root of a PyTorch checkout")
     resolved = next((d for d in (given, *given.parents) if (d / NATIVE_FUNCTIONS).exists()), None)  # a directory there is refused below
     if resolved is None:
-        raise BadInput(
-            f"no {NATIVE_FUNCTIONS} in {given} or any directory above it; "
-            "run codemod inside a PyTorch checkout or pass --tree its root"
-        )
+        raise BadInput(_where_a_tree_is(given))
     for relative, what in _REQUIRED.items():
         path = resolved / relative
         if not path.exists():
@@ -87,6 +84,37 @@ def locate(root: str | os.PathLike[str]) -> Tree:
         has_own_torchgen=(resolved / "torchgen" / "gen.py").is_file(),
         has_own_autograd=(resolved / "tools" / "autograd" / "gen_autograd.py").is_file(),
     )
+
+
+def trees_below(directory: Path) -> list[Path]:
+    """The trees directly below DIRECTORY (`./target_tree` in a clone of codemod)."""
+    return [d for d in sorted(directory.iterdir()) if d.is_dir() and (d / NATIVE_FUNCTIONS).is_file()]
+
+
+def _where_a_tree_is(given: Path) -> str:
+    """Why GIVEN is in no tree, and where one is: a tree directly below it, or for an installed torch (which ships
+    no native_functions.yaml), the tree `codemod tree from-torch` writes from it."""
+    missing = f"no {NATIVE_FUNCTIONS} in {given} or any directory above it"
+    below = trees_below(given)
+    if below:
+        return f"{missing}; {' or '.join(f'--tree {_as_typed(d)}' for d in below)} is a tree directly below it: pass that"
+    installed = next((d for d in (given / "torch", given, *given.parents) if _is_installed_torch(d)), None)
+    if installed is not None:
+        return (f"{given} is in the installed torch package {installed}, which ships no {NATIVE_FUNCTIONS}; write a "
+                "PyTorch-layout tree from it with `codemod tree from-torch DEST`, then pass --tree DEST")
+    return f"{missing}; run codemod inside a PyTorch checkout or pass --tree its root"
+
+
+def _is_installed_torch(directory: Path) -> bool:
+    """A torch package as pip installs it: its version.py and its libraries (a checkout's torch/ has neither until built,
+    and a built one is found as a tree from its root)."""
+    return directory.name == "torch" and (directory / "version.py").is_file() and (directory / "lib").is_dir()
+
+
+def _as_typed(path: Path) -> str:
+    """PATH as the user would type it from here: `./target_tree` below the current directory, else absolute."""
+    relative = os.path.relpath(path)
+    return f"./{relative}" if not relative.startswith("..") else str(path)
 
 
 def inside(root: Path, rel_path: object, where: str) -> Path:

@@ -6,7 +6,7 @@ from pathlib import Path
 import click
 
 from codemod.cli import report
-from codemod.cli.options import JSON_OPTION, OP_ARGUMENT, TREE_OPTION, run, say
+from codemod.cli.options import OP_ARGUMENT, TREE_OPTION, run, say, wants_json
 from codemod.measure import bench as bench_step
 from codemod.measure import guarded_bench
 from codemod.model import progress
@@ -35,7 +35,6 @@ class _Values(click.Option):
 @click.command()
 @OP_ARGUMENT
 @TREE_OPTION
-@JSON_OPTION
 @click.option("--no-callgrind", is_flag=True, help="Skip the instruction counts (valgrind takes ~30 s).")
 @click.option("--size", "sizes", cls=_Values, type=click.IntRange(min=1), multiple=True, metavar="N ...",
               help="Tensor sizes (elements) to time: `--size 2 1000` or `--size 2 --size 1000`; "
@@ -45,10 +44,13 @@ class _Values(click.Option):
 @click.option("--guarded", is_flag=True, help="Three paths: dispatcher, plain bypass and guarded bypass; and the share of the dispatcher's "
                    "instructions the guard removes.")
 def bench(
-    op: str, tree_root: Path, as_json: bool, no_callgrind: bool, sizes: tuple[int, ...], plot_file: Path | None, guarded: bool,
+    op: str, tree_root: Path, no_callgrind: bool, sizes: tuple[int, ...], plot_file: Path | None, guarded: bool,
 ) -> None:
     """Time at::OP through the dispatcher against the bypass, in one process; count instructions/call;
     show what the profiler and autograd see on each path."""
+
+    as_json = wants_json()
+
     def action() -> None:
         pyplot = bench_step.pyplot() if plot_file is not None else None
         tree = locate(tree_root)
@@ -65,4 +67,4 @@ def bench(
             say(f"plot written to {plot_file}")
         click.echo(report.dumps(report.bench(measured)) if as_json else bench_step.table(measured))
 
-    run(action, "bench" if as_json else None)
+    run(action)

@@ -9,7 +9,7 @@ import click
 
 from codemod.capture.capture import Capture
 from codemod.cli import report
-from codemod.cli.options import JSON_OPTION, OP_ARGUMENT, TREE_OPTION, run, say
+from codemod.cli.options import OP_ARGUMENT, TREE_OPTION, run, say, wants_json
 from codemod.measure import guarded_ext
 from codemod.model import progress
 from codemod.model.errors import BadInput, VerificationFailed
@@ -23,18 +23,19 @@ from codemod.verify.captured import bypassed_or_current
 @OP_ARGUMENT
 @TREE_OPTION
 @click.option("--no-check", is_flag=True, help="Only compile; do not run the harness's correctness checks.")
-@click.option("-v", "--verbose", is_flag=True, help="Print every check, not only the failures.")
+@click.option("--show-checks", is_flag=True, help="Print every check, not only the failures.")
 @click.option("--checkout", "in_checkout", is_flag=True,
               help="On a full checkout already built once (build/CMakeCache.txt), run its own incremental build instead.")
-@JSON_OPTION
-def build(op: str, tree_root: Path, no_check: bool, verbose: bool, in_checkout: bool, as_json: bool) -> None:
+def build(op: str, tree_root: Path, no_check: bool, show_checks: bool, in_checkout: bool) -> None:
     """Compile OP's bypass scaffolding outside libtorch into a checking/timing harness."""
+
+    as_json = wants_json()
 
     def action() -> None:
         tree = locate(tree_root)
         command = f"cd {tree.root} && {checkout.CHECKOUT_BUILD}"
         if not in_checkout:
-            built = build_and_check(tree, op, check=not no_check, verbose=verbose)
+            built = build_and_check(tree, op, check=not no_check, show_checks=show_checks)
         elif not checkout.is_checkout(tree):
             raise BadInput(f"{tree.root} is not a full PyTorch checkout (no setup.py and CMakeLists.txt); drop --checkout")
         elif checkout.has_build_dir(tree):
@@ -48,11 +49,11 @@ def build(op: str, tree_root: Path, no_check: bool, verbose: bool, in_checkout: 
         if as_json:
             click.echo(report.dumps(report.build(op, built)))
 
-    run(action, "build" if as_json else None)
+    run(action)
 
 
 def build_and_check(
-    tree: Tree, op: str, check: bool, verbose: bool, captured: Capture | None = None, guarded: bool = False,
+    tree: Tree, op: str, check: bool, show_checks: bool, captured: Capture | None = None, guarded: bool = False,
 ) -> dict:
     """Compile the bypass (or the GUARDED one) against the installed libtorch, as a harness and, plain, in the same
     compile, as a Python extension; with CHECK, compare it with the dispatcher: C++ checks for a (self, other) op,
@@ -79,7 +80,7 @@ def build_and_check(
     if built.cpp_checks:
         checked = checks.run_checks(built.executable)
         for line in checked.output.splitlines():
-            if verbose or line.startswith("FAIL") or line.startswith("checks:"):
+            if show_checks or line.startswith("FAIL") or line.startswith("checks:"):
                 say(f"  {line}")
         if not checked.ok:
             raise VerificationFailed(f"{op}: the bypass disagrees with the dispatcher ({checked.failed} checks failed)")

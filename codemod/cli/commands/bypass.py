@@ -13,7 +13,7 @@ from codemod.apply import journal, lock, patch, scratch, targets
 from codemod.capture import codegen
 from codemod.cli import report, review
 from codemod.cli.commands.build import build_and_check
-from codemod.cli.options import JSON_OPTION, TREE_OPTION, complete_ops, prompt_text, run, say, validated_ops
+from codemod.cli.options import TREE_OPTION, NeedsOption, complete_ops, prompt_text, run, say, validated_ops, wants_json
 from codemod.measure import hot as hot_step
 from codemod.model import op_name, progress
 from codemod.model.errors import BadInput, CodemodError, VerificationFailed
@@ -28,7 +28,7 @@ from codemod.verify.verify import Ahead, codegen_ahead, verify
 @TREE_OPTION
 @click.option("--from-hot", "hot_report", type=click.Path(dir_okay=False, path_type=Path),
               help="Instead of OP: the top bypassable ops of a saved `codemod hot --json` report (see --top).")
-@click.option("--top", type=click.IntRange(min=1), default=1, show_default=True,
+@click.option("--top", cls=NeedsOption, needs="hot_report", type=click.IntRange(min=1), default=1, show_default=True,
               help="With --from-hot: how many ops, by estimated saving in this mode (plain, or --guarded).")
 @click.option("--dry-run", is_flag=True, help="Print the patch on stdout once the tree's codegen accepts it; write nothing.")
 @click.option("--patch", "patch_file", type=click.Path(dir_okay=False, path_type=Path), help="Also write the patch to this file.")
@@ -39,13 +39,14 @@ from codemod.verify.verify import Ahead, codegen_ahead, verify
 @click.option("--check", is_flag=True, help="Write nothing; exit 1 unless planning OP again after the bypass finds nothing to do.")
 @click.option("--guarded", is_flag=True, help="Keep the dispatcher, autograd and every kernel; take the CPU kernel directly only when that is safe.")
 @click.option("--interactive", "-i", is_flag=True, help="Review each hunk (y/n/a/q); the accepted ones are applied together at the end.")
-@JSON_OPTION
 def bypass(
     op_names: tuple[str, ...], tree_root: Path, hot_report: Path | None, top: int, dry_run: bool, patch_file: Path | None,
-    no_verify: bool, no_build: bool, no_compile: bool, check: bool, guarded: bool, interactive: bool, as_json: bool,
+    no_verify: bool, no_build: bool, no_compile: bool, check: bool, guarded: bool, interactive: bool,
 ) -> None:
     """Make each OP (mul, div, ...) call its CPU kernel without the dispatcher; several ops are applied in one
     transaction and verified together."""
+
+    as_json = wants_json()
 
     def action() -> None:
         nonlocal op_names
@@ -88,7 +89,7 @@ def bypass(
                     if building:  # before writing: a bypass that does not compile is not applied
                         with _timed(seconds, "build"):
                             for plan in plans:
-                                build_and_check(tree, plan.op, check=True, verbose=False, captured=plan.capture, guarded=plan.guarded)
+                                build_and_check(tree, plan.op, check=True, show_checks=False, captured=plan.capture, guarded=plan.guarded)
                     if verdicts is not None:  # before the first write
                         step = "codegen: the tree's autograd codegen and torchgen on the bytes the bypass would write"
                         with progress.step(step), _timed(seconds, "codegen"):
@@ -99,7 +100,7 @@ def bypass(
             verified: list[str] = []
             unchecked: list[str] = []
             if dry_run and not check and not as_json:
-                click.echo(diff, nl=False)
+                click.echo(_colored(diff), nl=False)
             elif not (dry_run or check):
                 with _timed(seconds, "apply"):
                     journal.apply(tree, plans)
@@ -124,7 +125,7 @@ def bypass(
                     diff=diff if dry_run else None,
                 )))
 
-    run(action, "bypass" if as_json else None)
+    run(action)
 
 
 def _write_patch(patch_file: Path, diff: str, op: str) -> None:
@@ -193,9 +194,7 @@ def _ops_from_hot(hot_report: Path, mode: str, top: int) -> tuple[str, ...]:
 def _ask(hunk: review.Hunk) -> str:
     if hunk.number == 1:
         prompt_text(click.style(f"--- {hunk.path} ({hunk.of} hunk{'s' if hunk.of > 1 else ''})", bold=True))
-    for line in hunk.diff.splitlines():
-        color = {"+": "green", "-": "red", "@": "cyan"}.get(line[:1])
-        prompt_text(click.style(line, fg=color) if color else line)
+    prompt_text(_colored(hunk.diff).rstrip("\n"))
     try:
         return click.prompt(
             f"apply hunk {hunk.number}/{hunk.of} of {hunk.path}? [y,n,a,q]",
@@ -206,6 +205,17 @@ def _ask(hunk: review.Hunk) -> str:
             f"{hunk.path}: no answer for hunk {hunk.number}/{hunk.of} (end of input): quit, nothing written; "
             "answer every hunk with y, n, a or q"
         ) from None
+
+
+def _colored(diff: str) -> str:
+    """DIFF's lines colored as git colors a diff: file headers bold, hunk headers cyan, removed lines red, added green.
+    click.echo drops the colors unless --color (auto: on a terminal) keeps them; the bytes are otherwise the same."""
+    colored, in_header = [], False
+    for line in diff.split("\n"):
+        in_header = line.startswith("diff --git ") or in_header and not line.startswith("@@")
+        color = {"+": "green", "-": "red", "@": "cyan"}.get(line[:1])
+        colored.append(click.style(line, bold=True) if in_header else click.style(line, fg=color) if color else line)
+    return "\n".join(colored)
 
 
 def _refuse(hunk: review.Hunk) -> None:

@@ -7,7 +7,7 @@ import click
 
 from codemod.apply import journal, lock, unjournaled
 from codemod.cli import report
-from codemod.cli.options import BYPASSED_OPS_ARGUMENT, JSON_OPTION, TREE_OPTION, run, say
+from codemod.cli.options import BYPASSED_OPS_ARGUMENT, TREE_OPTION, run, say, wants_json
 from codemod.model import exact_text, native_yaml
 from codemod.model.errors import BadInput
 from codemod.model.tree import NATIVE_FUNCTIONS, Tree, locate
@@ -21,10 +21,11 @@ from codemod.model.tree import NATIVE_FUNCTIONS, Tree, locate
               "(named by file:line); every other edit is kept.")
 @click.option("--patch", "patch_file", type=click.Path(dir_okay=False, exists=True, path_type=Path),
               help="OP was patched with this `bypass --dry-run` patch through `git apply` (no journal): check it is OP's and undo it.")
-@JSON_OPTION
-def revert(op_names: tuple[str, ...], tree_root: Path, revert_all: bool, force: bool, patch_file: Path | None, as_json: bool) -> None:
+def revert(op_names: tuple[str, ...], tree_root: Path, revert_all: bool, force: bool, patch_file: Path | None) -> None:
     """Restore what `bypass OP` changed, for each OP in one transaction, in any order: the ops bypassed since and the
     edits made by hand are kept; an edit overlapping the op's own lines is refused (exit 1)."""
+
+    as_json = wants_json()
 
     def action() -> None:
         if bool(op_names) == revert_all:
@@ -47,7 +48,7 @@ def revert(op_names: tuple[str, ...], tree_root: Path, revert_all: bool, force: 
         if as_json:
             click.echo(report.dumps(report.revert(reverted, not_bypassed)))
 
-    run(action, "revert" if as_json else None)
+    run(action)
 
 
 def _not_bypassed(tree: Tree, ops: list[str]) -> list[str]:

@@ -7,16 +7,17 @@ import click
 
 from codemod.apply import journal, lock, transaction, unjournaled
 from codemod.cli import report
-from codemod.cli.options import JSON_OPTION, TREE_OPTION, run, say
+from codemod.cli.options import TREE_OPTION, run, say, wants_json
 from codemod.model.tree import locate
 from codemod.plan import callers
 
 
 @click.command()
 @TREE_OPTION
-@JSON_OPTION
-def status(tree_root: Path, as_json: bool) -> None:
+def status(tree_root: Path) -> None:
     """Which ops are bypassed, and whether their files still hold what the bypass wrote."""
+
+    as_json = wants_json()
 
     def action() -> None:
         tree = locate(tree_root)
@@ -39,16 +40,17 @@ def status(tree_root: Path, as_json: bool) -> None:
         if as_json:
             click.echo(report.dumps(report.status(tree.root, journals)))
 
-    run(action, "status" if as_json else None)
+    run(action)
 
 
 @click.command()
 @TREE_OPTION
 @click.option("--discard", is_flag=True,
               help="Drop a transaction log that cannot be replayed (unreadable), after restoring the tree from version control.")
-@JSON_OPTION
-def recover(tree_root: Path, discard: bool, as_json: bool) -> None:
+def recover(tree_root: Path, discard: bool) -> None:
     """Finish a bypass or revert that was killed half-way (or drop it if it had not committed)."""
+
+    as_json = wants_json()
 
     def action() -> None:
         tree = locate(tree_root)
@@ -64,4 +66,4 @@ def recover(tree_root: Path, discard: bool, as_json: bool) -> None:
         if as_json:
             click.echo(report.dumps(report.recover(tree.root, finished.command if finished else None)))
 
-    run(action, "recover" if as_json else None, finishes_transactions=True)
+    run(action, finishes_transactions=True)

@@ -8,7 +8,7 @@ import click
 from codemod.capture import fromtorch
 from codemod.cli import report
 from codemod.cli.group import CommandGroup
-from codemod.cli.options import JSON_OPTION, run, say
+from codemod.cli.options import run, say, wants_json
 
 
 @click.group(cls=CommandGroup)
@@ -27,10 +27,11 @@ def tree() -> None:
     help="Take torchgen and its packaged inputs from this torch .whl (pip download --no-deps torch==X) "
     "or torchgen directory instead of the installed torch.",
 )
-@JSON_OPTION
-def from_torch(dest: Path, sources: Path, torchgen_from: Path | None, as_json: bool) -> None:
+def from_torch(dest: Path, sources: Path, torchgen_from: Path | None) -> None:
     """Write a PyTorch-layout tree at DEST from the installed torch 2.13.0 (or --torchgen's release): its yaml,
     templates, torchgen and autograd codegen, plus the native sources of SOURCES."""
+
+    as_json = wants_json()
 
     def action() -> None:
         fromtorch.write_tree_from_torch(dest, sources, torchgen_from)
@@ -39,4 +40,4 @@ def from_torch(dest: Path, sources: Path, torchgen_from: Path | None, as_json: b
         if as_json:
             click.echo(report.dumps(report.tree_from_torch(dest, torchgen_from, sources)))
 
-    run(action, "tree from-torch" if as_json else None)
+    run(action)
