@@ -119,8 +119,8 @@ def test_shell_completion_offers_the_trees_ops(tree: Path) -> None:
 
 
 def leaf_commands(group: click.Group = main, path: tuple[str, ...] = ()) -> list[tuple[str, ...]]:
-    """Every command a user can run, as its words after `codemod` (`("tree", "from-torch")`; a family that runs
-    alone too)."""
+    """Every command a user can run, as its words after `codemod` (`("tree", "from-torch")`; `("cache",)` too, a
+    family that runs alone)."""
     found = []
     for name, command in sorted(group.commands.items()):
         if isinstance(command, click.Group):
@@ -213,7 +213,7 @@ def test_no_command_gives_a_global_option_another_meaning() -> None:
         assert not clashing, (words, clashing)
 
 
-def test_every_command_answers_in_one_json_object(tree: Path, tmp_path: Path) -> None:
+def test_every_command_answers_in_one_json_object(tree: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Each command a user can run, with --json: one object on stdout, valid against the schema, naming the command."""
     script = tmp_path / "one_mul.py"
     script.write_text("import torch\ntorch.ones(2) * torch.ones(2)\n")
@@ -229,9 +229,13 @@ def test_every_command_answers_in_one_json_object(tree: Path, tmp_path: Path) ->
         ("revert",): ("revert", "mul", *on_tree),
         ("recover",): ("recover", *on_tree),
         ("tree", "from-torch"): ("tree", "from-torch", str(tmp_path / "full")),
+        ("cache",): ("cache",),
+        ("cache", "prune"): ("cache", "prune", "--stale"),  # last, on a cache of its own
     }
     assert sorted(runs) == leaf_commands()  # a new command needs its --json here
     for words, args in runs.items():
+        if words[0] == "cache":
+            monkeypatch.setenv("CODEMOD_BUILD_CACHE", str(tmp_path / "cache"))
         document = json_of(*args)
         assert document["command"] == " ".join(words) and "error" not in document, document
     explained = json_of("explain", "mul", *on_tree)

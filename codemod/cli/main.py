@@ -15,6 +15,7 @@ from codemod.model import progress
 COMMANDS = {  # name -> where it is defined, and its line in `codemod --help`
     "bench": LazyCommand("codemod.cli.commands.bench:bench", "Time and count at::OP through the dispatcher and the bypass."),
     "build": LazyCommand("codemod.cli.commands.build:build", "Compile OP's bypass into a checking and timing harness."),
+    "cache": LazyCommand("codemod.cli.commands.cache:cache_command", "Where the build cache is, how big, and pruning it."),
     "bypass": LazyCommand("codemod.cli.commands.bypass:bypass", "Make each OP call its CPU kernel without the dispatcher."),
     "explain": LazyCommand("codemod.cli.commands.ops:explain", "OP's call path today and after a bypass; writes nothing."),
     "hot": LazyCommand("codemod.cli.commands.hot:hot", "Which aten ops of a run are worth bypassing."),

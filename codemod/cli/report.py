@@ -13,6 +13,7 @@ from codemod.apply import patch
 if TYPE_CHECKING:  # annotations only: a usage error's JSON object needs none of the pipeline
     from codemod.apply.journal import Journal, Reverted
     from codemod.cli.catalog import OpStatus
+    from codemod.model.cache_entries import Entry
     from codemod.plan.plan import Plan
 
 SCHEMA = Path(__file__).with_name("output.schema.json")
@@ -107,6 +108,32 @@ def tree_from_torch(dest: Path, torchgen_from: Path | None, sources: Path) -> di
 def bench(measured: dict) -> dict:
     """MEASURED: op, mode ("plain": two paths, "guarded": three), call, load_average, wall, ... as bench measured them."""
     return {"command": "bench", **measured}
+
+
+def cache(where: dict, entries: list[Entry], made_under: dict) -> dict:
+    """WHERE: the cache's path and whether $CODEMOD_BUILD_CACHE chose it; ENTRIES: what it holds; MADE_UNDER: this
+    install's torch and Python, which a stale entry was not made under."""
+    kinds = {}
+    for entry in entries:
+        kind = kinds.setdefault(entry.kind, {"kind": entry.kind, "entries": 0, "bytes": 0, "stale_entries": 0, "stale_bytes": 0})
+        kind["entries"] += 1
+        kind["bytes"] += entry.bytes
+        kind["stale_entries"] += bool(entry.stale)
+        kind["stale_bytes"] += entry.bytes if entry.stale else 0
+    stale = [entry for entry in entries if entry.stale]
+    reasons: dict[str, list[Entry]] = {}
+    for entry in stale:
+        reasons.setdefault(entry.stale, []).append(entry)
+    return {"command": "cache", **where, **_count(entries), "made_under": made_under, "kinds": list(kinds.values()),
+            "stale": {**_count(stale), "reasons": [{"reason": reason, **_count(of)} for reason, of in reasons.items()]}}
+
+
+def cache_prune(where: dict, pruned: str, removed: list[Entry], left: list[Entry]) -> dict:
+    return {"command": "cache prune", **where, "pruned": pruned, "removed": _count(removed), "left": _count(left)}
+
+
+def _count(entries: list[Entry]) -> dict:
+    return {"entries": len(entries), "bytes": sum(entry.bytes for entry in entries)}
 
 
 def error(command: str, message: str, exit_code: int) -> dict:

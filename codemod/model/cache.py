@@ -1,14 +1,17 @@
 """The build cache every compile publishes into: entries keyed by a content digest, published by one rename.
 
 `$CODEMOD_BUILD_CACHE`, else `cpp_ext/build/` of the checkout codemod runs from. Entries are never edited in
-place, so concurrent codemod processes (and several checkouts pointed at one cache) share it safely.
+place, so concurrent codemod processes (and several checkouts pointed at one cache) share it safely. A directory
+entry holds ENTRY_STAMP, what it was made under (cache_entries.py reads it to prune what another install left).
 """
 from __future__ import annotations
 
 import functools
 import hashlib
+import json
 import os
 import shutil
+import sys
 import tempfile
 import threading
 from collections.abc import Callable
@@ -16,6 +19,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 PACKAGE = REPO / "codemod"
+ENTRY_STAMP = ".codemod-entry.json"
 
 
 def cache_dir() -> Path:
@@ -58,12 +62,25 @@ def cached_build(entry: str, product: str, make: Callable[[Path], None]) -> tupl
     cache_dir().mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix=f"{entry}-", dir=cache_dir(), ignore_cleanup_errors=True) as scratch:
         make(Path(scratch))
+        Path(scratch, ENTRY_STAMP).write_text(json.dumps(made_under()))  # published with the entry, by the same rename
         try:
             Path(scratch).rename(out_dir)
         except OSError:  # a concurrent build published first
             if not (out_dir / product).is_file():
                 raise
     return out_dir, False
+
+
+def made_under() -> dict[str, str | None]:
+    """What an entry made now depends on that another install may not have: torch's version (None: not installed)
+    and Python's."""
+    from importlib.metadata import PackageNotFoundError
+
+    try:
+        torch = installed_version("torch")
+    except PackageNotFoundError:
+        torch = None
+    return {"torch": torch, "python": sys.version.split()[0]}
 
 
 def publish_text(path: Path, text: str) -> None:
