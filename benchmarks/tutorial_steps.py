@@ -13,7 +13,6 @@ from __future__ import annotations
 import datetime
 import json
 import os
-import platform
 import resource
 import subprocess
 import sys
@@ -26,6 +25,8 @@ sys.path.insert(0, str(REPO / "docs"))
 sys.path.insert(0, str(REPO))
 
 import generate  # noqa: E402  (docs/generate.py: the tutorial's steps and how a session is set up)
+
+from codemod.measure import bench as bench_step  # noqa: E402
 
 RESULT = generate.RESULTS / "tutorial_steps.json"
 
@@ -66,10 +67,7 @@ def bench(cache: Path) -> dict:
 
 
 def machine() -> str:
-    for line in Path("/proc/cpuinfo").read_text().splitlines() if Path("/proc/cpuinfo").is_file() else []:
-        if line.startswith("model name"):
-            return line.split(":", 1)[1].strip()
-    return platform.processor() or platform.machine()
+    return bench_step.machine()["cpu"]
 
 
 def write_result(script: str, result: Path, load_before: float, figures: dict) -> None:

@@ -205,7 +205,7 @@ def _users_lines(lines: list[str]) -> list[str]:
 
 # ---------------------------------------------------------------- 10. bench shows its noise
 
-def test_bench_reports_median_and_interquartile_range_and_flags_noise(target_tree: Path) -> None:
+def test_bench_reports_median_interquartile_range_best_round_and_its_ratio_rule(target_tree: Path) -> None:
     pyplot = bench.pyplot()
     built = build.build(locate(target_tree), "mul")
     measured = bench.measure(built.executable, "mul", "plain", built.timed_call, (2, 4096), count=False)
@@ -215,11 +215,12 @@ def test_bench_reports_median_and_interquartile_range_and_flags_noise(target_tre
             assert len(row[f"{path}_rounds_ns"]) == row["rounds"]
             assert row[f"{path}_ns"] <= row[f"{path}_q1_ns"] <= row[f"{path}_median_ns"] <= row[f"{path}_q3_ns"]
         overlap = row["dispatch_q1_ns"] <= row["bypass_q3_ns"] and row["bypass_q1_ns"] <= row["dispatch_q3_ns"]
-        assert ("~noise" in row["compared"]["bypass"]["flags"]) is overlap
+        assert (row["compared"]["bypass"]["median_ratio"] is None) is overlap
     table = bench.table(measured).splitlines()
-    assert table[0].startswith("mul: dispatcher `at::mul` vs bypass") and table[0].endswith(built.timed_call)
-    assert re.fullmatch(r"load average \(1, 5, 15 min\) [\d. ]+ at start, [\d. ]+ at end, on \d+ cores", table[1])
-    assert "median [interquartile range]" in table[2]
+    assert table[0] == "mul: dispatcher `at::mul` vs bypass `codemod_ext_mul::`, in one process, interleaved"
+    assert table[1] == f"calling {built.timed_call}" and re.fullmatch(r"machine: .+, \d+ cores", table[2])
+    assert re.fullmatch(r"load average \(1, 5, 15 min\): [\d. ]+ at start, [\d. ]+ at end", table[3])
+    assert table[5].split() == ["elements", "path", "median", "interquartile", "range", "best", "round", "ratio"]
     figure = bench.figure(measured, pyplot)
     timing, _ = figure.axes
     assert [t.get_text() for t in timing.get_legend().get_texts()] == ["at::mul via dispatcher", "bypass"]
@@ -228,71 +229,90 @@ def test_bench_reports_median_and_interquartile_range_and_flags_noise(target_tre
     pyplot.close(figure)
 
 
-def _rounds(best: float, median: float, spread: float) -> list[float]:
-    """41 rounds: BEST once, the rest spread evenly over MEDIAN +- SPREAD / 2 (so the interquartile range is about
-    SPREAD / 2)."""
-    return [best] + [median - spread / 2 + spread * i / 39 for i in range(40)]
+def _rounds(best: float, q1: float, q3: float, count: int = 41) -> list[float]:
+    """COUNT rounds: BEST once, the rest evenly from Q1 to Q3 and as far beyond each (so the quartiles are about Q1, Q3)."""
+    spread = q3 - q1
+    return [best] + [q1 - spread / 2 + 2 * spread * i / (count - 2) for i in range(count - 1)]
 
 
-def _row(numel: int, **paths: tuple[float, float, float]) -> dict:
-    row = {"numel": numel, "rounds": 41}
-    for path, (best, median, spread) in paths.items():
-        row[f"{path}_ns"], row[f"{path}_rounds_ns"] = best, _rounds(best, median, spread)
+def _row(numel: int, count: int = 41, **paths: tuple[float, float, float]) -> dict:
+    row = {"numel": numel, "rounds": count}
+    for path, (best, q1, q3) in paths.items():
+        row[f"{path}_ns"], row[f"{path}_rounds_ns"] = best, _rounds(best, q1, q3, count)
     return row
 
 
-def test_bench_flags_rows_it_cannot_trust() -> None:
-    """Issue 20: under load a 65,536-element median of 9,884,159 ns (best round 4,217) stood above the 1M median,
-    flagged only ~noise. Each flag holds on its own condition; an unreliable row shows no ratio."""
-    rows = bench.summarized([
-        _row(2, dispatch=(600, 620, 10), bypass=(500, 510, 10)),  # clean: no flag
-        _row(16, dispatch=(600, 700, 200), bypass=(500, 690, 200)),  # ranges overlap and pass 10%: both flags
-        _row(65_536, dispatch=(4_217, 9_884_159, 9_000_000), bypass=(4_100, 4_300, 100)),  # median 2,344x its best
-        _row(131_072, dispatch=(8_000, 8_100, 100), bypass=(7_900, 8_000, 100)),
-        _row(1_048_576, dispatch=(60_000, 61_000, 500), bypass=(59_000, 60_000, 500)),
-        _row(4_096, dispatch=(150_000, 200_000, 100), bypass=(1_000, 1_100, 10)),  # above larger sizes' medians
-    ], bench.PATHS)
-    flags = {row["numel"]: row["compared"]["bypass"]["flags"] for row in rows}
-    assert flags == {2: [], 16: ["~noise", "noisy"], 65_536: ["unreliable", "noisy"], 131_072: [], 1_048_576: [],
-                     4_096: ["unreliable"]}
-    by_size = {row["numel"]: row for row in rows}
-    assert re.fullmatch(r"median 2,\d{3}x the best round", by_size[65_536]["dispatch_unreliable"])
-    assert by_size[4_096]["dispatch_unreliable"] == "median above the 131,072-element median"
-    assert by_size[65_536]["compared"]["bypass"]["median_ratio"] is None
-    clean = by_size[2]
-    assert clean["compared"]["bypass"]["median_ratio"] == clean["dispatch_median_ns"] / clean["bypass_median_ns"]
-    measured = {"op": "mul", "mode": "plain", "call": "mul.Tensor(self=float32[N], other=float32[N])", "wall": rows,
-                "load_average": {"start": [1.0, 2.0, 3.0], "end": [4.0, 5.0, 6.0]}, "callgrind": None,
-                "observed": {p: {"profiler_events": [], "grad_fn": None} for p in bench.PATHS}}
-    table = bench.table(measured).splitlines()
-    assert table[1].startswith("load average (1, 5, 15 min) 1.00 2.00 3.00 at start, 4.00 5.00 6.00 at end")
-    shown = {int(line.split()[0].replace(",", "")): line for line in table[4:10]}
-    assert "  - unreliable noisy  " in shown[65_536] and "x ~noise noisy  " in shown[16]
-    assert not re.search(r"x (~noise|noisy|unreliable)", shown[2])
-    assert [line.split(":")[0] for line in table[10:13]] == ["unreliable", "~noise", "noisy"]
-
-
-def test_bench_guarded_has_the_plain_tables_columns_and_flags() -> None:
+def test_a_ratio_is_unreliable_by_its_own_rounds_only() -> None:
+    """Issue 28: the 1-element ratio was hidden as "unreliable" only because its median (771 ns) was above the
+    2-element one (717 ns); with --guarded both were hidden. A ratio is now judged by its own size's rounds: shown
+    unless the two paths' interquartile ranges overlap, or there were fewer than MIN_ROUNDS rounds."""
     paths = tuple(bench.LABELS["guarded"])
-    rows = bench.summarized([_row(2, dispatch=(600, 620, 10), bypass=(500, 510, 10), guarded=(520, 600, 200))], paths)
-    measured = {"op": "mul", "mode": "guarded", "call": "mul.Tensor(...)", "wall": rows, "callgrind": None,
-                "load_average": {"start": [1.0, 1.0, 1.0], "end": [1.0, 1.0, 1.0]},
-                "observed": {p: {"profiler_events": ["aten::mul"] if p != "bypass" else [], "grad_fn": None} for p in paths}}
-    table = bench.table(measured).splitlines()
-    assert table[2] == "ns/call over 41 rounds: median [interquartile range], ratio of the medians, and the best round"
-    assert table[3].split() == ["elements", "dispatcher", "plain", "guarded", "plain", "ratio", "guarded", "ratio",
-                                "dispatcher", "plain", "guarded"]
-    assert re.search(r"  1\.22x +1\.04x ~noise noisy  ", table[4])
-    assert "guarded: profiler records aten::mul; requires_grad input -> grad_fn none" in table
-    assert not any("goal" in line for line in table)
-    assert table[0].startswith("mul: dispatcher `at::mul` vs plain `codemod_ext_mul::` vs guarded `codemod_guarded_ext_mul::mul`")
-    pyplot = bench.pyplot()
-    figure = bench.figure(measured, pyplot)
-    timing, ratio = figure.axes
-    assert [t.get_text() for t in timing.get_legend().get_texts()] == ["at::mul via dispatcher", "plain bypass", "guarded bypass"]
-    assert [t.get_text() for t in ratio.get_legend().get_texts()] == [
-        "dispatcher / plain (medians)", "dispatcher / guarded (medians)", "flagged: ~noise or noisy"]
-    pyplot.close(figure)
+    rows = bench.summarized([
+        _row(1, dispatch=(700, 760, 780), bypass=(600, 640, 660), guarded=(620, 670, 690)),  # above the 2-element medians
+        _row(2, dispatch=(650, 705, 730), bypass=(550, 600, 620), guarded=(600, 700, 720)),  # guarded overlaps
+        _row(16, dispatch=(4_217, 9_000_000, 11_000_000), bypass=(4_100, 4_250, 4_350), guarded=(4_000, 4_200, 4_400)),
+        _row(256, count=bench.MIN_ROUNDS - 1, dispatch=(700, 760, 780), bypass=(600, 640, 660), guarded=(620, 670, 690)),
+    ], paths)
+    reasons = {row["numel"]: {path: row["compared"][path]["unreliable"] for path in paths[1:]} for row in rows}
+    assert reasons == {
+        1: {"bypass": None, "guarded": None},
+        2: {"bypass": None, "guarded": "the interquartile ranges overlap"},
+        16: {"bypass": None, "guarded": None},  # a median far above its best round: its spread still apart
+        256: {"bypass": f"fewer than {bench.MIN_ROUNDS} rounds", "guarded": f"fewer than {bench.MIN_ROUNDS} rounds"},
+    }
+    one = rows[0]
+    assert one["compared"]["bypass"]["median_ratio"] == one["dispatch_median_ns"] / one["bypass_median_ns"]
+    assert rows[1]["compared"]["guarded"]["median_ratio"] is None
+    assert all(row["compared"][path]["best_ratio"] == row["dispatch_ns"] / row[f"{path}_ns"] for row in rows for path in paths[1:])
+
+
+def _counts(paths: tuple[str, ...]) -> dict:
+    """Callgrind's figures as bench.callgrind reports them, with function names as long as real ones get."""
+    folded = "at::(anonymous namespace)::structured_mul_out_functional::set_output_raw_strided (linker-folded with 12 identical functions; callgrind names it at::meta::structured_lcm_out::maybe_get_output)"
+    return {
+        "instructions": {p: {"n1": 1_000, "n2": 3_000, "per_call": 5_000 + 300 * i} for i, p in enumerate(paths)},
+        "call_path": {p: [{"function": f"{p}_functional", "inclusive_per_call": 5_000}, {"function": folded, "inclusive_per_call": 4_400}] for p in paths},
+        "above_kernel": {p: [{"function": folded, "inclusive_per_call": 4_400.0, "own_per_call": 73.0}] for p in paths},
+        "above_kernel_per_call": {p: 640.0 for p in paths},
+        **({"guard_removes": 0.74} if "guarded" in paths else {}),
+    }
+
+
+@pytest.mark.parametrize("mode", ["plain", "guarded"])
+def test_bench_table_and_markdown_name_every_column_and_fit_in_100_columns(mode: str) -> None:
+    """Issue 28: the table was 110-170 characters wide, did not say the last columns were the best round, and had no
+    markdown to paste into a pull request; and neither said the machine."""
+    paths = tuple(bench.LABELS[mode])
+    huge = {path: (159_988, 2_351_626, 83_893_959) for path in paths}  # a 1M-element row under load
+    rows = bench.summarized([_row(1, **{p: (700 - 50 * i, 760 - 50 * i, 780 - 50 * i) for i, p in enumerate(paths)}),
+                             _row(1_048_576, **huge)], paths)
+    measured = {"op": "mul", "mode": mode, "call": "mul.Tensor(self=float32[N], other=float32[N]) [generated from the schema]",
+                "machine": {"cpu": "Intel(R) Xeon(R) Platinum 8375C CPU @ 2.90GHz", "cores": 2}, "wall": rows,
+                "load_average": {"start": [1.0, 2.0, 3.0], "end": [4.0, 5.0, 6.0]}, "callgrind": _counts(paths),
+                "observed": {p: {"profiler_events": [] if p == "bypass" else ["aten::mul"], "grad_fn": None} for p in paths}}
+    table, markdown = bench.table(measured), bench.markdown(measured)
+    for text in (table, markdown):
+        assert max(map(len, text.splitlines())) <= bench.WIDTH, text
+        assert "machine: Intel(R) Xeon(R) Platinum 8375C CPU @ 2.90GHz, 2 cores" in text
+        assert "load average (1, 5, 15 min): 1.00 2.00 3.00 at start, 4.00 5.00 6.00 at end" in text
+        assert "ratio: the dispatcher's median over the path's, shown when the two paths' interquartile ranges" in text.lower()
+    lines = table.splitlines()
+    head = next(i for i, line in enumerate(lines) if line.lstrip().startswith("elements"))
+    assert re.split(r"  +", lines[head].strip()) == ["elements", "path", "median", "interquartile range", "best round", "ratio"]
+    labels = list(bench.LABELS[mode].values())
+    first = rows[0]
+    figures = [f"{first[f'dispatch_{figure}_ns']:,.0f}" for figure in ("median", "q1", "q3")]
+    expected = ["1", "dispatcher", figures[0], f"{figures[1]}-{figures[2]}", "700"]
+    assert re.split(r"  +", lines[head + 1].strip()) == expected
+    assert lines[head + 2].strip().startswith(labels[1]) and lines[head + 2].endswith("x")
+    assert re.fullmatch(r"1,048,576  dispatcher +[\d,]{10} +[\d,]{7}-[\d,]{10} +159,988", lines[head + 1 + len(labels)].lstrip())
+    assert lines[head + 2 + len(labels)].rstrip().endswith(" -")  # the ranges overlap: no ratio
+    markdown_lines = markdown.splitlines()
+    header = markdown_lines.index("| elements | path | median | interquartile range | best round | ratio |")
+    assert markdown_lines[header + 1] == "|---:|---|---:|---:|---:|---:|"
+    assert markdown_lines[header + 2] == f"| {' | '.join(expected)} |  |"
+    assert len([line for line in markdown_lines if line.startswith("| ")]) == 1 + 2 * len(labels)
+    assert "<details><summary>Call paths (callgrind)</summary>" in markdown_lines and markdown_lines[-1] == "</details>"
 
 
 def test_bench_times_the_call_people_write(target_tree: Path) -> None:
@@ -307,7 +327,7 @@ def test_bench_times_the_call_people_write(target_tree: Path) -> None:
 def test_call_paths_wrap_at_arrows() -> None:
     steps = [f"namespace::function_number_{i} ({i * 1000:,})" for i in range(9)]
     lines = bench._wrapped("dispatcher call path (inclusive instructions/call): ", steps)
-    assert len(lines) > 1 and all(len(line) <= 110 for line in lines)
+    assert len(lines) > 1 and all(len(line) <= bench.WIDTH for line in lines)
     assert all(line.startswith("  -> ") for line in lines[1:])
     assert "\n".join(lines).replace("\n  -> ", " -> ") == "dispatcher call path (inclusive instructions/call): " + " -> ".join(steps)
 

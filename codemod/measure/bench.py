@@ -2,8 +2,8 @@
 
 Wall time: the harness alternates rounds of the op's representative call through each path in one
 process and reports every round in ns/call; bench shows each path's median and interquartile range
-(the spread torch.utils.benchmark reports), the ratio of medians to the dispatcher's, the best round,
-and flags what makes a ratio untrustworthy (`_compared`), with the load average before and after.
+(the spread torch.utils.benchmark reports), the best round, and the ratio of medians to the dispatcher's
+unless its own rounds cannot tell the paths apart (`_compared`), with the machine and its load.
 Instructions: callgrind runs the harness doing N1 and N2 calls of one path; the
 difference over N2 - N1 cancels start-up and first-call initialisation. Callgrind's
 call graph of the N2 runs gives each path's call path down to its kernel, and what each
@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import functools
 import os
+import platform
 import re
 import shutil
 import statistics
@@ -44,12 +45,10 @@ _TOTALS = re.compile(r"^totals:\s*(\d+)", re.MULTILINE)
 # callgrind's compressed names: `fn=(12) name` defines id 12, a later `fn=(12)` refers to it; `ob=` likewise.
 _NAMED = re.compile(r"^(c?fn|c?ob)=\((\d+)\)(?: (.*))?$")
 
-
-# torch.utils.benchmark's warning threshold: an interquartile range above this share of the median
-# "suggests significant environmental influence".
-NOISY_IQR = 0.10
-# A median this many times its best round: most rounds were slowed by something else (a loaded machine).
-UNRELIABLE_SPREAD = 10
+# Fewer rounds than this, and a quartile is one or two rounds: their spread says nothing.
+MIN_ROUNDS = 10
+UNRELIABLE_RULE = (f"shown when the two paths' interquartile ranges at that size do not overlap and there were at least "
+                   f"{MIN_ROUNDS} rounds; otherwise - (the rounds cannot tell the two paths apart)")
 
 
 def load_average() -> list[float]:
@@ -69,7 +68,7 @@ def measure(executable: Path, op: str, mode: str, call: str, sizes: tuple[int, .
     if count:
         with progress.step("callgrind: instructions per call and call paths"):
             counts = callgrind(executable, op, paths)
-    return {"op": op, "mode": mode, "executable": str(executable), "call": call,
+    return {"op": op, "mode": mode, "executable": str(executable), "call": call, "machine": machine(),
             "load_average": {"start": started, "end": load_average()}, "wall": times, "observed": observed,
             "callgrind": counts}
 
@@ -80,51 +79,28 @@ def wall_times(executable: Path, sizes: tuple[int, ...] = SIZES, paths: tuple[st
 
 
 def summarized(rows: list[dict], paths: tuple[str, ...]) -> list[dict]:
-    """ROWS (per size: numel, and each path's best round P_ns and rounds P_rounds_ns) with, per size and path, the
-    median and interquartile range (torch.utils.benchmark's spread: 25th and 75th percentiles, linear interpolation)
-    and whether the median is unreliable; per path compared with the dispatcher, the ratio of medians and its flags
-    (see `_compared`)."""
+    """ROWS (per size: numel, rounds, and each path's best round P_ns and rounds P_rounds_ns) with, per size and path,
+    the median and interquartile range (torch.utils.benchmark's spread: 25th and 75th percentiles, linear
+    interpolation); per path compared with the dispatcher, the ratios (`_compared`)."""
     for row in rows:
         for path in paths:
             q1, median, q3 = statistics.quantiles(row[f"{path}_rounds_ns"], n=4, method="inclusive")
             row[f"{path}_median_ns"], row[f"{path}_q1_ns"], row[f"{path}_q3_ns"] = median, q1, q3
             row[f"{path}_iqr_ns"] = q3 - q1
-    for row in rows:
-        for path in paths:
-            row[f"{path}_unreliable"] = _unreliable(row, path, rows)
-    for row in rows:
         row["compared"] = {path: _compared(row, path) for path in paths[1:]}
     return rows
 
 
-def _unreliable(row: dict, path: str, rows: list[dict]) -> str | None:
-    """Why PATH's median at ROW's size cannot be read as its cost: far above its best round, or above the median of
-    a larger size (more work cannot take less time); None when neither."""
-    median, best = row[f"{path}_median_ns"], row[f"{path}_ns"]
-    if median > UNRELIABLE_SPREAD * best:
-        return f"median {median / best:,.0f}x the best round"
-    larger_but_faster = [r["numel"] for r in rows if r["numel"] > row["numel"] and r[f"{path}_median_ns"] < median]
-    if larger_but_faster:
-        return f"median above the {min(larger_but_faster):,}-element median"
-    return None
-
-
 def _compared(row: dict, path: str) -> dict:
-    """PATH against the dispatcher at ROW's size: the ratio of medians (None when a median is unreliable), of best
-    rounds, and the flags that say how far to trust it: `unreliable`; `~noise`, the two interquartile ranges
-    overlap; `noisy`, a range passes NOISY_IQR of its median."""
-    pair = ("dispatch", path)
-    flags = []
-    if any(row[f"{p}_unreliable"] for p in pair):
-        flags.append("unreliable")
-    if row["dispatch_q1_ns"] <= row[f"{path}_q3_ns"] and row[f"{path}_q1_ns"] <= row["dispatch_q3_ns"]:
-        flags.append("~noise")
-    if any(row[f"{p}_iqr_ns"] > NOISY_IQR * row[f"{p}_median_ns"] for p in pair):
-        flags.append("noisy")
+    """PATH against the dispatcher at ROW's size: the ratio of best rounds, and of medians unless it is unreliable by
+    its own rounds (UNRELIABLE_RULE): why, or None."""
+    overlap = row["dispatch_q1_ns"] <= row[f"{path}_q3_ns"] and row[f"{path}_q1_ns"] <= row["dispatch_q3_ns"]
+    unreliable = (f"fewer than {MIN_ROUNDS} rounds" if row["rounds"] < MIN_ROUNDS
+                  else "the interquartile ranges overlap" if overlap else None)
     return {
-        "median_ratio": None if "unreliable" in flags else row["dispatch_median_ns"] / row[f"{path}_median_ns"],
+        "median_ratio": None if unreliable else row["dispatch_median_ns"] / row[f"{path}_median_ns"],
         "best_ratio": row["dispatch_ns"] / row[f"{path}_ns"],
-        "flags": flags,
+        "unreliable": unreliable,
     }
 
 
@@ -355,67 +331,104 @@ def _symbols(obj: str) -> tuple[dict[str, str], dict[str, list[str]]]:
 
 # ---------------------------------------------------------------- report
 
-FLAG_MEANINGS = {
-    "unreliable": f"a median more than {UNRELIABLE_SPREAD}x its best round, or above a larger size's median: the rounds "
-                  "were disturbed (a busy machine), so no ratio is shown; rerun when the machine is quieter",
-    "~noise": "the two paths' interquartile ranges overlap at this size, so the ratio is within the noise",
-    "noisy": f"an interquartile range above {NOISY_IQR:.0%} of its median (a busy machine); read the ratio with care",
-}
+FORMATS = ("table", "markdown")
+WIDTH = 100  # columns: a terminal's, and a pull request's text box
+_HEADS = ("elements", "path", "median", "interquartile range", "best round", "ratio")
 
 
 def table(measured: dict) -> str:
-    """bench's report, for either mode: the call timed and the load, wall times per size, what the profiler and
-    autograd observe per path, and callgrind's figures."""
+    """bench's report, for either mode, in WIDTH columns: what is timed, on which machine under which load; per size
+    and path the median, interquartile range and best round of the rounds, and the ratio of medians to the
+    dispatcher's (UNRELIABLE_RULE); what the profiler and autograd observe per path; callgrind's figures."""
+    cells = _cells(measured)
+    widths = [max(len(text) for text in column) for column in zip(_HEADS, *cells)]
+
+    def aligned(texts: tuple[str, ...]) -> str:  # numbers right-aligned, the path's name left
+        return "  ".join(t.ljust(w) if i == 1 else t.rjust(w) for i, (t, w) in enumerate(zip(texts, widths))).rstrip()
+
+    counts = measured["callgrind"]
     labels = LABELS[measured["mode"]]
-    paths, others = tuple(labels), tuple(labels)[1:]
-    times = measured["wall"]
-    ratio_head = {path: "ratio" if len(others) == 1 else f"{labels[path]} ratio" for path in others}
-    heads = ("elements", *(labels[p] for p in paths), *(ratio_head[p] for p in others), *(labels[p] for p in paths))
-    cells = [
-        (f"{row['numel']:,}", *(_spread(row, p) for p in paths), *(_ratio(row["compared"][p]) for p in others),
-         *(_ns(row[f"{p}_ns"]) for p in paths))
-        for row in times
-    ]
-    right = {0, *range(len(heads) - len(paths), len(heads))}  # numbers alone right-aligned
-    widths = [max(len(text) for text in column) for column in zip(heads, *cells)]
-
-    def aligned(texts) -> str:
-        return "  ".join(t.rjust(w) if i in right else t.ljust(w) for i, (t, w) in enumerate(zip(texts, widths))).rstrip()
-
-    names = " vs ".join(f"{labels[p]} `{_path_call(measured['op'], p)}`" for p in paths)
     lines = [
-        f"{measured['op']}: {names} (one process, interleaved), calling {measured['call']}",
-        _load_line(measured["load_average"]),
-        f"ns/call over {times[0]['rounds'] if times else 0} rounds: median [interquartile range], ratio of the medians, "
-        "and the best round",
-        aligned(heads),
+        *_fitted(_described(measured)),
+        aligned(_HEADS),
         *(aligned(row) for row in cells),
+        *_fitted([f"ratio: the dispatcher's median over the path's, {UNRELIABLE_RULE}", *_observed(measured)]),
+        *(_fitted(_instructions(counts, labels)) + _call_paths(counts, labels) if counts else []),
     ]
-    flags = {flag for row in times for p in others for flag in row["compared"][p]["flags"]}
-    lines += [f"{flag}: {meaning}" for flag, meaning in FLAG_MEANINGS.items() if flag in flags]
-    for path, seen in measured["observed"].items():
-        events = ", ".join(seen["profiler_events"]) or "nothing"
-        lines.append(f"{labels[path]}: profiler records {events}; requires_grad input -> grad_fn {seen['grad_fn'] or 'none'}")
-    if measured["callgrind"]:
-        lines += _callgrind_lines(measured["callgrind"], labels)
     return "\n".join(lines)
+
+
+def markdown(measured: dict) -> str:
+    """table's report as markdown to paste into a pull request: the same figures, a markdown table, the call paths
+    folded away."""
+    counts = measured["callgrind"]
+    labels = LABELS[measured["mode"]]
+    title, *described, rounds = _described(measured)
+    lines = [
+        *_fitted([f"**{title}**"]),
+        "",
+        *_fitted([f"- {line}" for line in described]),
+        "",
+        rounds,
+        "",
+        f"| {' | '.join(_HEADS)} |",
+        "|---:|---|---:|---:|---:|---:|",
+        *(f"| {' | '.join(row)} |" for row in _cells(measured)),
+        "",
+        *_fitted([f"Ratio: the dispatcher's median over the path's, {UNRELIABLE_RULE}."]),
+        "",
+        *(line for said in _observed(measured) + (_instructions(counts, labels) if counts else []) for line in _fitted([f"- {said}"])),
+    ]
+    if counts:
+        lines += ["", "<details><summary>Call paths (callgrind)</summary>", "", "```", *_call_paths(counts, labels), "```", "</details>"]
+    return "\n".join(lines)
+
+
+def _described(measured: dict) -> list[str]:
+    """What is timed, how, on which machine under which load, and how many rounds."""
+    labels, times, load = LABELS[measured["mode"]], measured["wall"], measured["load_average"]
+    names = " vs ".join(f"{labels[p]} `{_path_call(measured['op'], p)}`" for p in labels)
+    return [
+        f"{measured['op']}: {names}, in one process, interleaved",
+        f"calling {measured['call']}",
+        f"machine: {measured['machine']['cpu']}, {measured['machine']['cores']} cores",
+        f"load average (1, 5, 15 min): {' '.join(f'{x:.2f}' for x in load['start'])} at start, "
+        f"{' '.join(f'{x:.2f}' for x in load['end'])} at end",
+        f"ns/call over {times[0]['rounds'] if times else 0} rounds per path and size:",
+    ]
+
+
+def _cells(measured: dict) -> list[tuple[str, ...]]:
+    """One row per size and path (_HEADS): the size on its first path's row, the ratio on the paths compared."""
+    labels = LABELS[measured["mode"]]
+    rows = []
+    for row in measured["wall"]:
+        for path, label in labels.items():
+            compared = row["compared"].get(path)
+            ratio = "" if compared is None else f"{compared['median_ratio']:.2f}x" if compared["median_ratio"] else "-"
+            rows.append((f"{row['numel']:,}" if path == "dispatch" else "", label, _ns(row[f"{path}_median_ns"]),
+                         f"{_ns(row[f'{path}_q1_ns'])}-{_ns(row[f'{path}_q3_ns'])}", _ns(row[f"{path}_ns"]), ratio))
+    return rows
+
+
+def _observed(measured: dict) -> list[str]:
+    labels = LABELS[measured["mode"]]
+    return [f"{labels[path]}: profiler records {', '.join(seen['profiler_events']) or 'nothing'}; requires_grad input -> "
+            f"grad_fn {seen['grad_fn'] or 'none'}" for path, seen in measured["observed"].items()]
 
 
 def _path_call(op: str, path: str) -> str:
     return {"dispatch": f"at::{op}", "bypass": f"{ext_namespace(op)}::", "guarded": f"{guarded_ext.ext_namespace(op)}::{op}"}[path]
 
 
-def _load_line(load: dict) -> str:
-    return (f"load average (1, 5, 15 min) {' '.join(f'{x:.2f}' for x in load['start'])} at start, "
-            f"{' '.join(f'{x:.2f}' for x in load['end'])} at end, on {os.cpu_count()} cores")
+def machine() -> dict:
+    """The CPU's model name and how many cores: what wall times are measured on."""
+    cpuinfo = Path("/proc/cpuinfo")
+    models = [line.split(":", 1)[1].strip() for line in cpuinfo.read_text().splitlines() if line.startswith("model name")] if cpuinfo.is_file() else []
+    return {"cpu": models[0] if models else platform.processor() or platform.machine(), "cores": os.cpu_count()}
 
 
-def _ratio(compared: dict) -> str:
-    ratio = f"{compared['median_ratio']:.2f}x" if compared["median_ratio"] else "-"
-    return " ".join([ratio, *compared["flags"]])
-
-
-def _callgrind_lines(counts: dict, labels: dict[str, str]) -> list[str]:
+def _instructions(counts: dict, labels: dict[str, str]) -> list[str]:
     per_call = {path: counts["instructions"][path]["per_call"] for path in labels}
     n1, n2 = counts["instructions"]["dispatch"]["n1"], counts["instructions"]["dispatch"]["n2"]
     figures = ", ".join(
@@ -425,34 +438,47 @@ def _callgrind_lines(counts: dict, labels: dict[str, str]) -> list[str]:
     if counts.get("guard_removes") is not None:
         lines.append(f"the guard removes {counts['guard_removes']:.0%} of the {per_call['dispatch'] - per_call['bypass']:,.0f} "
                      "instructions/call the dispatcher adds to the plain bypass")
+    return lines
+
+
+def _call_paths(counts: dict, labels: dict[str, str]) -> list[str]:
+    """Each path's calls down to its kernel, and what it runs above the kernel, in WIDTH columns."""
+    lines = []
     for path, label in labels.items():
         steps = [f"{s['function']} ({s['inclusive_per_call']:,})" for s in counts["call_path"][path]]
         lines += _wrapped(f"{label} call path (inclusive instructions/call): ", steps)
     for path, label in labels.items():
-        above = counts["above_kernel"][path]
-        lines.append(f"{label} path above the kernel, every call ({counts['above_kernel_per_call'][path]:,.0f} "
-                     "own instructions/call in all), heaviest first:")
-        lines += [f"  {f['function']}  {f['inclusive_per_call']:,.0f} inclusive, {f['own_per_call']:,.0f} own" for f in above[:8]]
+        lines += _fitted([f"{label} path above the kernel, every call ({counts['above_kernel_per_call'][path]:,.0f} "
+                          "own instructions/call in all), heaviest first:"])
+        lines += _fitted([f"  {f['function']}  {f['inclusive_per_call']:,.0f} inclusive, {f['own_per_call']:,.0f} own"
+                          for f in counts["above_kernel"][path][:8]], indent="      ")
     return lines
+
+
+def _fitted(lines: list[str], indent: str = "  ") -> list[str]:
+    """LINES in WIDTH columns: a longer one goes on over lines indented by INDENT more than it is."""
+    fitted = []
+    for line in lines:
+        leading = line[:len(line) - len(line.lstrip())]
+        fitted += [line] if len(line) <= WIDTH else textwrap.wrap(
+            line, WIDTH, subsequent_indent=leading + indent, break_long_words=False, break_on_hyphens=False)
+    return fitted
 
 
 def _ns(value: float) -> str:
     return f"{value:,.0f}" if value >= 100 else f"{value:.1f}"
 
 
-def _spread(row: dict, path: str) -> str:
-    return f"{_ns(row[f'{path}_median_ns'])} [{_ns(row[f'{path}_q1_ns'])}-{_ns(row[f'{path}_q3_ns'])}]"
-
-
-def _wrapped(head: str, steps: list[str], width: int = 110) -> list[str]:
-    """HEAD and STEPS joined by ` -> `, a new line `  -> ...` whenever the next step would pass WIDTH."""
+def _wrapped(head: str, steps: list[str]) -> list[str]:
+    """HEAD and STEPS joined by ` -> `, a new line `  -> ...` whenever the next step would pass WIDTH (a step longer
+    than a line goes on under its arrow)."""
     lines = [head + steps[0]] if steps else [head]
     for step in steps[1:]:
-        if len(lines[-1]) + len(step) + 4 > width:
+        if len(lines[-1]) + len(step) + 4 > WIDTH:
             lines.append(f"  -> {step}")
         else:
             lines[-1] += f" -> {step}"
-    return lines
+    return _fitted(lines, indent="     ")
 
 
 def pyplot():
@@ -474,8 +500,8 @@ def plot(measured: dict, destination: Path, pyplot) -> None:
 
 
 def figure(measured: dict, pyplot):
-    """Each path's median ns/call with its interquartile range as a band, and each ratio of medians, against tensor
-    size; flagged sizes marked. The title names the call timed and the load average."""
+    """Each path's median ns/call with its interquartile range as a band, and each ratio of medians where it is
+    reliable (UNRELIABLE_RULE), against tensor size. The title names the call timed and the load average."""
     labels, times, op = LABELS[measured["mode"]], measured["wall"], measured["op"]
     sizes = [row["numel"] for row in times]
     drawn, (timing, ratio) = pyplot.subplots(2, 1, sharex=True, figsize=(7, 7.5))
@@ -493,16 +519,10 @@ def figure(measured: dict, pyplot):
                + f"\nload average {load['start'][0]:.2f} at start, {load['end'][0]:.2f} at end")
     timing.title.set_fontsize(9)
     timing.legend()
-    flagged_label = "flagged: ~noise or noisy"  # once in the legend
     for path in tuple(labels)[1:]:
         shown = [row for row in times if row["compared"][path]["median_ratio"] is not None]
         ratio.plot([row["numel"] for row in shown], [row["compared"][path]["median_ratio"] for row in shown], "o-",
                    label=f"dispatcher / {labels[path]} (medians)")
-        flagged = [row for row in shown if row["compared"][path]["flags"]]
-        if flagged:
-            ratio.plot([row["numel"] for row in flagged], [row["compared"][path]["median_ratio"] for row in flagged], "x",
-                       color="red", markersize=10, label=flagged_label)
-            flagged_label = None
     ratio.axhline(1.0, color="grey", linewidth=0.8)
     ratio.set(xscale="log", xlabel="elements (unreliable sizes left out)", ylabel="dispatcher / bypass")
     ratio.legend()

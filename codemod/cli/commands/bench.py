@@ -35,7 +35,9 @@ class _Values(click.Option):
 @click.command()
 @OP_ARGUMENT
 @TREE_OPTION
-@click.option("--no-callgrind", is_flag=True, help="Skip the instruction counts (valgrind takes ~30 s).")
+@click.option("--no-callgrind", is_flag=True, help="Skip the instruction counts (valgrind: most of bench's time).")
+@click.option("--format", "shown_as", type=click.Choice(bench_step.FORMATS), default="table", show_default=True,
+              help="table: for a terminal, 100 columns; markdown: to paste into a pull request.")
 @click.option("--size", "sizes", cls=_Values, type=click.IntRange(min=1), multiple=True, metavar="N ...",
               help="Tensor sizes (elements) to time: `--size 2 1000` or `--size 2 --size 1000`; "
                    "default 1, 2, 16, 256, 4096, 65536, 1048576.")
@@ -44,12 +46,14 @@ class _Values(click.Option):
 @click.option("--guarded", is_flag=True, help="Three paths: dispatcher, plain bypass and guarded bypass; and the share of the dispatcher's "
                    "instructions the guard removes.")
 def bench(
-    op: str, tree_root: Path, no_callgrind: bool, sizes: tuple[int, ...], plot_file: Path | None, guarded: bool,
+    op: str, tree_root: Path, no_callgrind: bool, shown_as: str, sizes: tuple[int, ...], plot_file: Path | None, guarded: bool,
 ) -> None:
     """Time at::OP through the dispatcher against the bypass, in one process; count instructions/call;
     show what the profiler and autograd see on each path."""
 
     as_json = wants_json()
+    if as_json and shown_as != "table":
+        raise click.UsageError(f"--json and --format {shown_as} say the same in two forms: give one")
 
     def action() -> None:
         pyplot = bench_step.pyplot() if plot_file is not None else None
@@ -65,6 +69,7 @@ def bench(
         if plot_file is not None:
             bench_step.plot(measured, plot_file, pyplot)
             say(f"plot written to {plot_file}")
-        click.echo(report.dumps(report.bench(measured)) if as_json else bench_step.table(measured))
+        shown = bench_step.markdown(measured) if shown_as == "markdown" else bench_step.table(measured)
+        click.echo(report.dumps(report.bench(measured)) if as_json else shown)
 
     run(action)
