@@ -113,6 +113,29 @@ def test_mlp_counts_match_the_profilers_own(mlp: tuple[dict, Path, Path], tmp_pa
     assert report["script"] == str(script) and report["trace"] is None
 
 
+def test_the_calls_the_table_shows_are_the_calls_the_guard_and_the_estimate_count(tmp_path: Path) -> None:
+    """Issue 28: `aten::mean` showed 10 calls but 20/20 let through by the guard: the calls column counted as
+    key_averages() does (mean.dim inside mean is part of it), the guard every call through the dispatcher. The table
+    counts calls through the dispatcher; JSON keeps both, and the text says where they differ, and what was measured
+    and what estimated."""
+    script = REPO / "docs" / "examples" / "small_ops.py"
+    report = hot_json(str(script), "--tree", str(TARGET_TREE), "--no-measure")
+    for o in report["ops"]:
+        assert o["dispatcher_calls"] == o["calls"] + o["nested_in_same_name"] == sum(o["overloads"].values()), o["name"]
+        assert o["covered_calls"] <= o["dispatcher_calls"] and (o["bypassable"] or o["covered_calls"] == o["dispatcher_calls"])
+    mean = by_name(report)["aten::mean"]
+    assert (mean["calls"], mean["dispatcher_calls"], mean["guard"]["let_through"]) == (10, 20, 20)
+    table = run_codemod("hot", str(script), "--tree", str(TARGET_TREE), "--no-measure").stdout
+    shown = {line.split()[0]: line.split() for line in table.splitlines() if line.startswith("aten::")}
+    for name, words in shown.items():
+        o = by_name(report)[name]
+        assert int(words[1].replace(",", "")) == o["dispatcher_calls"] and words[3] == f"{o['guard']['let_through']}/{o['covered_calls']}"
+    said = " ".join(table.split())
+    assert "Measured: calls (through the dispatcher, as the trace records them) and self CPU time, by the profiler;" in said
+    assert "Estimated: the calls the guard lets through (judged from the trace) and the saving." in said
+    assert "aten::mean 20 here, 10 there" in said
+
+
 def test_mlp_verdicts_come_from_the_trees_catalog(mlp: tuple[dict, Path, Path]) -> None:
     report, _, _ = mlp
     ops = by_name(report)
@@ -292,13 +315,14 @@ def test_from_hot_reads_a_report_and_bypasses_its_top_ops(mlp: tuple[dict, Path,
     run = run_codemod("bypass", "--from-hot", str(saved), "--guarded", "--tree", str(tree), "--dry-run")
     assert run.returncode == 0, run.stderr
     top = hot.top_ops(report, "guarded", 1)[0]
-    assert f"top 1 bypassable op by estimated guarded saving: {top}" in run.stderr
+    # issue 28: a --no-measure report has no estimate: said as such, not as "by estimated guarded saving"
+    assert f"top 1 bypassable op by calls the bypass covers (the report has no estimate: not measured, --no-measure): {top}" in run.stderr
     assert f"bypass {top} (" in run.stderr and run.stdout.startswith("diff --git ")
 
     several = run_codemod("bypass", "--from-hot", str(saved), "--top", "2", "--tree", str(tree), "--dry-run")
     assert several.returncode == 0, several.stderr
     first, second = hot.top_ops(report, "plain", 2)
-    assert f"top 2 bypassable ops by estimated plain saving: {first}, {second}" in several.stderr
+    assert f"top 2 bypassable ops by calls the bypass covers (the report has no estimate: not measured, --no-measure): {first}, {second}" in several.stderr
     assert f"bypass {first} (" in several.stderr and f"bypass {second} (" in several.stderr
     assert several.stdout.startswith("diff --git ")  # one patch for both, as one transaction would apply them
 

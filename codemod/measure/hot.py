@@ -2,7 +2,7 @@
 
 The trace is the user's (`export_chrome_trace`) or made by running their script under the
 profiler in a subprocess (profile_script.py). Per aten op name, as the profiler names it
-(`aten::add_`), it counts calls and self CPU time as `key_averages()` does, and judges for
+(`aten::add_`), it counts calls through the dispatcher and self CPU time, and judges for
 each call whether the guarded bypass's guard (plan/guarded.py) would take the fast path,
 from what the trace records. The per-call saving is measured once per op and torch version
 with callgrind on guarded_bench's harness (dispatcher, plain bypass and guarded paths) and
@@ -58,6 +58,11 @@ ESTIMATE_LEAVES_OUT = (
     "the guard's own cost on the calls it sends to the dispatcher",
     "what a plain bypass breaks (autograd, the profiler, other backends: see `codemod bypass OP --dry-run`)",
 )
+MEASURED_AND_ESTIMATED = (
+    "Measured: calls (through the dispatcher, as the trace records them) and self CPU time, by the profiler; "
+    "instructions/call saved, by callgrind. Estimated: the calls the guard lets through (judged from the trace) and "
+    "the saving."
+)
 # Below this share of the profiled run, a bypass is not worth its cost (losses, or the guard's upkeep) for the script.
 WORTH_IT_SHARE = 0.01
 
@@ -68,7 +73,7 @@ class OpCalls:
 
     name: str
     calls: int = 0  # as key_averages() counts them
-    nested_in_same_name: int = 0  # calls key_averages() merges into their caller of the same name
+    nested_in_same_name: int = 0  # calls key_averages() merges into their caller of the same name (the dispatcher's are both)
     self_cpu_us: float = 0.0
     overloads: Counter = field(default_factory=Counter)  # "add_.Tensor" -> dispatcher calls; "" when not recorded
     refused: dict[str, Counter] = field(default_factory=dict)  # overload -> refusal -> calls the guard refuses
@@ -270,7 +275,7 @@ def report(rows: list[OpCalls], statuses: dict, costs: dict[str, dict], source: 
     profiled run's wall time; TOP: how many ops the total and the verdict are about."""
     ops = [_op_report(row, statuses.get(_op_of(row.name, statuses)), costs, run_us) for row in rows]
     ops.sort(key=lambda o: (-(o["estimate"]["plain"] or -1), -(o["estimate"]["guarded"] or -1), not o["bypassable"],
-                            -o["calls"], o["name"]))
+                            -o["dispatcher_calls"], o["name"]))
     hot = {
         "command": "hot",
         **source,
@@ -366,6 +371,7 @@ def _op_report(row: OpCalls, status, costs: dict[str, dict], run_us: float) -> d
         "op": op,
         "calls": row.calls,
         "nested_in_same_name": row.nested_in_same_name,
+        "dispatcher_calls": row.calls + row.nested_in_same_name,
         "self_cpu_us": round(row.self_cpu_us, 3),
         "overloads": dict(row.overloads),
         "in_tree": status is not None,
@@ -402,7 +408,7 @@ def table(hot: dict) -> str:
     source = hot.get("script") or hot.get("trace")
     width = max([len("op"), *(len(o["name"]) for o in hot["ops"])])
     lines = [
-        f"{source}: {len(hot['ops'])} aten ops, {sum(o['calls'] for o in hot['ops']):,} calls, "
+        f"{source}: {len(hot['ops'])} aten ops, {sum(o['dispatcher_calls'] for o in hot['ops']):,} calls, "
         f"{hot['total_self_cpu_us'] / 1000:,.1f} ms self CPU in a {_time(hot['run_us'])} profiled run (torch {hot['torch']}); "
         "ranked by estimated saving",
         f"{'':<{width}} {'':>7} {'self CPU':>10} {'guard lets':>12} {'instructions/call saved':>24} "
@@ -418,17 +424,29 @@ def table(hot: dict) -> str:
             verdict = "plain, guarded" + (f" (not measured: {o['cost']['not_measured']})" if not saving else "")
         else:
             verdict = "no: " + "; ".join(filter(None, (o["reason"], o["detail"])))
-        lines.append(f"{o['name']:<{width}} {o['calls']:>7,} {o['self_cpu_us']:>10,.1f} {guard:>12} {per_call} {estimated}  {verdict}")
+        lines.append(f"{o['name']:<{width}} {o['dispatcher_calls']:>7,} {o['self_cpu_us']:>10,.1f} {guard:>12} {per_call} {estimated}  {verdict}")
     top = hot["top"]
     if top and top["plain"] is not None:
         lines.append(f"top {len(top['ops'])} by estimated saving ({_names(top['ops'])}): "
                      + "; ".join(f"{mode} {top[mode]:,} instructions, {_time(top[f'{mode}_us'])} "
                                  f"({_percent(top[f'{mode}_share'])} of the run)" for mode in MODES))
+    lines.append(textwrap.fill(MEASURED_AND_ESTIMATED + _merged_by_key_averages(hot["ops"]), 120))
     lines.append(textwrap.fill("guard lets through: " + hot["guard_judged"], 120))
     lines.append(textwrap.fill(f"The estimate is {hot['estimate_is']}; it leaves out {_names(hot['estimate_leaves_out'])}. "
                                "The run's time is under the profiler, which slows every op.", 120))
     lines.append(hot["verdict"])
     return "\n".join(lines)
+
+
+def _merged_by_key_averages(ops: list[dict]) -> str:
+    """Where calls differ from the profiler's own table: key_averages() counts a call made inside one of the same
+    name as part of it; the dispatcher (and a bypass) runs both."""
+    merged = [o for o in ops if o["nested_in_same_name"]]
+    if not merged:
+        return ""
+    named = _names([f"{o['name']} {o['dispatcher_calls']:,} here, {o['calls']:,} there" for o in merged])
+    return (" torch.profiler's key_averages() counts a call made inside one of the same name as part of it, "
+            f"which the dispatcher runs too: {named}.")
 
 
 def _saved(estimate: dict, mode: str) -> str:
@@ -458,8 +476,8 @@ def plot(hot: dict, destination: Path, pyplot, limit: int = 20) -> None:
                         xytext=(0, 2), textcoords="offset points")
     saving.legend()
     colors = ["tab:green" if o["bypassable"] else "tab:gray" for o in ops]
-    calls.bar(list(positions), [o["calls"] for o in ops], color=colors)
-    calls.set(ylabel="calls", yscale="log", ylim=(0.8, max(o["calls"] for o in ops) * 2))
+    calls.bar(list(positions), [o["dispatcher_calls"] for o in ops], color=colors)
+    calls.set(ylabel="calls", yscale="log", ylim=(0.8, max(o["dispatcher_calls"] for o in ops) * 2))
     calls.set_xticks(list(positions), names, rotation=60, ha="right")
     for label, color in zip(calls.get_xticklabels(), colors):
         label.set_color(color)
@@ -503,3 +521,15 @@ def top_ops(hot: dict, mode: str, top: int) -> list[str]:
     if not covered:
         raise BadInput("the report has no bypassable op: nothing to bypass")
     return sorted(covered, key=lambda op: (-saved[op], -covered[op], op))[:top]
+
+
+def ranked(hot: dict, mode: str, ops: list[str]) -> str:
+    """How top_ops ranked OPS of a hot report, as --from-hot says it: by estimated saving, or by calls for the ops the
+    report has no estimate of (a --no-measure report has none)."""
+    unmeasured = [op for op in ops if not any(o["op"] == op and o["estimate"][mode] is not None for o in hot["ops"])]
+    if not unmeasured:
+        return f"by estimated {mode} saving"
+    why = next(o["cost"].get("not_measured", "not measured") for o in hot["ops"] if o["op"] == unmeasured[0])
+    if len(unmeasured) == len(ops):
+        return f"by calls the bypass covers (the report has no estimate: not measured, {why})"
+    return f"by estimated {mode} saving, then by calls the bypass covers ({_names(unmeasured)}: not measured, {why})"

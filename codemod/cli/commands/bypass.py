@@ -184,10 +184,11 @@ def _writable(tree: Tree, plan: Plan) -> Plan:
 
 def _ops_from_hot(hot_report: Path, mode: str, top: int) -> tuple[str, ...]:
     """The ops --from-hot picks: the TOP bypassable ones of the report by estimated saving in MODE."""
-    ops = hot_step.top_ops(hot_step.read_report(hot_report, json.loads(report.SCHEMA.read_text())), mode, top)
+    hot = hot_step.read_report(hot_report, json.loads(report.SCHEMA.read_text()))
+    ops = hot_step.top_ops(hot, mode, top)
     for op in ops:
         op_name.validated(op)  # a report is input like any other: its names become journal file names
-    say(f"from {hot_report}: top {len(ops)} bypassable op{'s' if len(ops) > 1 else ''} by estimated {mode} saving: {', '.join(ops)}")
+    say(f"from {hot_report}: top {len(ops)} bypassable op{'s' if len(ops) > 1 else ''} {hot_step.ranked(hot, mode, ops)}: {', '.join(ops)}")
     return tuple(ops)
 
 
