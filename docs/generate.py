@@ -70,29 +70,35 @@ class Shown:
 
 GAP = "..."
 TREE = "--tree ./target_tree"
-HELP_COMMANDS = ("", "bypass", "revert", "status", "ops", "explain", "build", "bench", "hot", "recover", "tree from-torch")
+HELP_COMMANDS = ("", "bypass", "revert", "status", "ops", "explain", "build", "bench", "hot", "recover", "tree from-torch", "cache",
+                 "cache prune")
 
 
-# What varies from run to run, masked wherever it appears: the seconds of a step, whether a build or a codegen run
-# came from the build cache (a first run does what a second finds cached), and how many files g++ found compiled before.
+# What varies from one run to the next, masked wherever it appears: the seconds of a step. Masks replace what varies
+# and never take a line out (`_transcript` refuses one that does): what an example leaves out, `...` marks.
 RUN_TO_RUN: tuple[tuple[str, str | Callable], ...] = (
-    (r"(?m)^verified: [^\n]*: ran clean (?:before on the same inputs \(build cache\)|on the planned bytes before writing; the tree "
-     r"now holds exactly those bytes), not run again\n", ""),
-    (r"(?m)^precompile [^\n]*\(once for these headers, flags and compiler\): \d+\.\d+ s\n", ""),
-    (r"(?m)^capture: torchgen on the entries of [^\n]*: \d+\.\d+ s\n", ""),  # said only when not kept from an earlier run
-    (r"\b(?:cache hit|compiled) in \d+\.\d+ s", "compiled (or a cache hit) in … s"),
-    (r"(compile check: [^\n]*?)(?:, recorded clean from the same inputs)?: \d+\.\d+ s", r"\1 (or its recorded outcome): … s"),
-    (r"(\(\d+ files?, \d+\.\d+ s)(?:; \d+ of them compiled clean before from the same inputs, not recompiled)?\)",
-     r"\1; … of them compiled clean before from the same inputs, not recompiled)"),
     (r"\b\d+(?:\.\d+)? s\b", "… s"),
 )
-# bench: every measured figure (its table keeps the sizes), the load, and the notes on flags only some runs print
+# What only a run whose build cache lacks something prints (it captured, compiled or ran the codegen); a session that
+# printed one runs again, and the pages show that second run: what a run with the cache filled prints.
+COLD_CACHE = (
+    r"(?m)^capture: .*: \d+\.\d s$",  # a kept capture says "kept from an earlier run (build cache)"
+    r"(?m)^precompile ",
+    r": compiled in \d",  # a kept build: "cache hit in"
+    r"(?m)^torchgen checks the whole native_functions\.yaml",
+    r"ran clean on the planned bytes before writing",  # a kept codegen run: "ran clean before on the same inputs"
+    r"\((\d+) files?, \d+\.\d s(?:; (?!\1 of them)\d+ of them compiled clean before[^)]*)?\)",  # g++ compiled some
+)
+PATHS_OF_BENCH = r"(?:dispatcher|bypass|plain|guarded)"
+# bench: every measured figure (its table keeps the sizes and paths), the machine and its load
 BENCH_FIGURES: tuple[tuple[str, str | Callable], ...] = (
-    (r"(?m)^(unreliable|~noise|noisy): .*\n", ""),
-    (r"(?m)^( *[\d,]+)  \S.*$", r"\1  …"),
-    (r"(?m)^ elements  .*$", lambda m: " " + "  ".join(m.group().split())),  # the header's widths follow the figures
-    (r"(?m)(?<=^load average \(1, 5, 15 min\) )[\d. ]+ at start, [\d. ]+ at end", "… at start, … at end"),
-    (r"(?m)(?<=calls\), instructions/call: ).*$", lambda m: re.sub(r"\d(?:[\d,.]*\d)?", "…", m.group())),
+    (rf"(?m)^( *[\d,]*  )({PATHS_OF_BENCH})\b.*$", r"\1\2  …"),
+    (rf"(?m)^\| ([\d,]*) \| ({PATHS_OF_BENCH}) \| .*$", r"| \1 | \2 | … | … | … | … |"),
+    (r"(?m)^( *)(elements  .*)$", lambda m: m.group(1) + "  ".join(re.split(r"  +", m.group(2)))),  # widths follow figures
+    (r"(?m)(?<=machine: ).*$", "…"),
+    (r"(?m)(?<=load average \(1, 5, 15 min\): )[\d. ]+ at start, [\d. ]+ at end", "… at start, … at end"),
+    (rf"\b({PATHS_OF_BENCH}) [\d,]+\b(?! inclusive| own)", r"\1 …"),  # callgrind's instructions/call
+    (r"\(\d+\.\d\dx\)", "(…x)"),
     (r"[\d,]+(?= inclusive| own)|(?<=\()[\d,]+(?=\))", "…"),
 )
 # hot: the self CPU time, total and per op, and the profiled run's length
@@ -125,10 +131,12 @@ SESSIONS: dict[str, Session] = {
         **{f"help {words}".strip(): Step(" ".join(["codemod", *words.split(), "--help"])) for words in HELP_COMMANDS},
         "usage-error": Step(f"codemod bypass mul {TREE} --dry", exit_code=2),
         "bad-input": Step(f"codemod bypass mull {TREE}", exit_code=2),
+        "no-tree": Step("codemod status", exit_code=2),
         "check": Step(f"codemod bypass mul {TREE} --check"),
         "build": Step(f"codemod build mul {TREE}"),
+        "bench-markdown": Step(f"codemod bench mul {TREE} --no-callgrind --size 1 2 --format markdown", masks=BENCH_FIGURES),
         "review": Step(f"codemod bypass sub {TREE} -i", answers=("y", "q")),
-        "quiet": Step(f"codemod -q bypass mul {TREE} --no-verify"),
+        "quiet": Step(f"codemod bypass mul {TREE} --no-verify -q"),
         "status-json": Step(f"codemod status {TREE} --json"),
         "revert-nothing": Step(f"codemod revert div {TREE}"),
     }),
@@ -159,7 +167,8 @@ EXAMPLES: dict[str, tuple[Shown, ...]] = {
         "^verify:", r"^verified: g\+\+", "^not compiled",
     )),),
     "tutorial/bench": (Shown("tutorial/bench", (
-        "^mul: dispatcher", "^load average", "^ns/call", "^ elements", r"^ *[\d,]+  …", "^(dispatcher|bypass): profiler", "^callgrind,",
+        "^mul: dispatcher", "^machine", "^load average", "^ns/call", ("^ elements", "^ +bypass"), "^(dispatcher|bypass): profiler",
+        "^instructions/call",
     )),),
     "tutorial/status": (Shown("tutorial/status"),),
     "tutorial/revert": (Shown("tutorial/revert", ("^reverted", "BinaryOps.cpp")),),
@@ -169,7 +178,7 @@ EXAMPLES: dict[str, tuple[Shown, ...]] = {
     "tutorial/status-guarded": (Shown("tutorial/status-guarded"),),
     # docs/commands.md
     **{f"help/{words.replace(' ', '-') or 'codemod'}": (Shown(f"conventions/{f'help {words}'.strip()}"),) for words in HELP_COMMANDS},
-    "commands/usage-error": (Shown("conventions/usage-error"), Shown("conventions/bad-input")),
+    "commands/usage-error": (Shown("conventions/usage-error"), Shown("conventions/bad-input"), Shown("conventions/no-tree")),
     "commands/quiet": (Shown("conventions/quiet"),),
     "commands/status-json": (Shown("conventions/status-json"),),
     "commands/revert-nothing": (Shown("conventions/revert-nothing"),),
@@ -194,6 +203,7 @@ EXAMPLES: dict[str, tuple[Shown, ...]] = {
     )) for step in ("bypass", "revert-div", "edit", "status", "conflict", "force")),
     # docs/measurements.md
     "measure/bench": (Shown("tutorial/bench"),),
+    "measure/bench-markdown": (Shown("conventions/bench-markdown", (("^\\*\\*mul", "(?!)"),)),),  # from its first line on
     "measure/hot": (Shown("hot/hot", (("^profile: ", "(?!)"),)),),  # from its first line: the profiler's own log lines before it vary
 }
 
@@ -238,17 +248,35 @@ def _transcript(step: Step, output: str, masks: list[tuple[str, str | Callable]]
     for prompt, answer in reversed(list(zip(prompts, step.answers))):  # a terminal echoes what the user typed
         output = f"{output[: prompt.end()]}{answer}\n{output[prompt.end():]}"
     for pattern, shown in [*masks, *step.masks]:
-        output = re.sub(pattern, shown, output)
+        masked = re.sub(pattern, shown, output)
+        if masked.count("\n") != output.count("\n"):
+            raise SystemExit(f"{step.command}: the mask {pattern!r} takes out or adds a line; a mask replaces what varies, "
+                             f"`{GAP}` marks what an example leaves out")
+        output = masked
     return [line.rstrip() for line in output.splitlines()]
 
 
 def run_session(name: str, keep_transcripts: Path | None = None) -> dict[str, list[str]]:
-    """Each step of session NAME: its masked output lines. A step that exits otherwise than declared stops here."""
+    """Each step of session NAME: its masked output lines, as a run with the build cache filled prints them: a session
+    that printed what only a run missing some of it prints (COLD_CACHE) runs again, and that second run is shown."""
+    outputs, cold = _run_once(name, keep_transcripts)
+    if cold:
+        print(f"{name}: the build cache lacked what `{cold}` made: running the session again", file=sys.stderr, flush=True)
+        outputs, cold = _run_once(name, keep_transcripts)
+        if cold:
+            raise SystemExit(f"{name}: a second run still printed `{cold}`, which a run with the build cache filled does not "
+                             "print: the examples would differ from one run to the next")
+    return outputs
+
+
+def _run_once(name: str, keep_transcripts: Path | None) -> tuple[dict[str, list[str]], str | None]:
+    """The session's masked outputs, and the first line that says the build cache lacked something (or None). A step
+    that exits otherwise than declared stops here."""
     with tempfile.TemporaryDirectory(prefix=f"codemod-docs-{name}-") as scratch:
         env = session_environment(Path(scratch))
         clone = fresh_clone(Path(scratch), env)
         masks = _masks(clone, env)
-        outputs = {}
+        outputs, cold = {}, None
         for step_name, step in SESSIONS[name].steps.items():
             print(f"{name}/{step_name}: $ {step.command}", file=sys.stderr, flush=True)
             run = subprocess.run(
@@ -260,8 +288,9 @@ def run_session(name: str, keep_transcripts: Path | None = None) -> dict[str, li
             if keep_transcripts is not None:
                 keep_transcripts.mkdir(parents=True, exist_ok=True)
                 (keep_transcripts / f"{name}-{step_name}.txt").write_text(run.stdout)
+            cold = cold or next((line for line in run.stdout.splitlines() if any(re.search(p, line) for p in COLD_CACHE)), None)
             outputs[step_name] = _transcript(step, run.stdout, masks)
-    return outputs
+    return outputs, cold
 
 
 def _excerpt(lines: list[str], keep: tuple[str | tuple[str | tuple[str, ...], str], ...]) -> list[str]:
@@ -294,8 +323,29 @@ def render_example(name: str, outputs: dict[str, dict[str, list[str]]]) -> str:
     for shown in EXAMPLES[name]:
         session, step = shown.step.split("/", 1)
         lines.append(f"$ {SESSIONS[session].steps[step].command}")
-        lines += _excerpt(outputs[session][step], shown.keep)
+        printed = outputs[session][step]
+        excerpt = _excerpt(printed, shown.keep)
+        missing = unaccounted(printed, excerpt)
+        if missing:
+            raise SystemExit(f"{name}: {shown.step} leaves out, without `{GAP}` at their place: {missing}")
+        lines += excerpt
     return "```console\n" + "\n".join(lines) + "\n```\n"
+
+
+def unaccounted(printed: list[str], shown: list[str]) -> list[str]:
+    """The lines of PRINTED that SHOWN neither shows (in order) nor marks left out with a GAP at their place; a line
+    SHOWN has that PRINTED does not, too."""
+    missing, position, gap = [], 0, False
+    for line in shown:
+        if line == GAP:
+            gap = True
+            continue
+        if line not in printed[position:]:
+            return missing + [f"{line} (not printed)"]
+        found = printed.index(line, position)
+        missing += [] if gap else printed[position:found]
+        position, gap = found + 1, False
+    return missing + ([] if gap else printed[position:])
 
 
 # ---------------------------------------------------------------- blocks made from an output, or from benchmarks/results
@@ -363,8 +413,8 @@ def bench_figures(_outputs: dict) -> str:
     rows = ["| elements | dispatcher, median [IQR] ns | bypass, median [IQR] ns | ratio of medians |", "|---:|---:|---:|---:|"]
     for row in plain["wall"]:
         figures = [f"{row[f'{p}_median_ns']:,.0f} [{row[f'{p}_q1_ns']:,.0f}-{row[f'{p}_q3_ns']:,.0f}]" for p in ("dispatch", "bypass")]
-        flag = " (within noise)" if row["within_noise"] else ""
-        rows.append(f"| {row['numel']:,} | {figures[0]} | {figures[1]} | {row['median_ratio']:.2f}x{flag} |")
+        ratio = "-" if row["within_noise"] else f"{row['median_ratio']:.2f}x"  # bench's rule: the ranges overlap
+        rows.append(f"| {row['numel']:,} | {figures[0]} | {figures[1]} | {ratio} |")
     text = "\n".join(rows) + "\n"
     counts = (guarded.get("callgrind") or {}).get("per_call")
     if counts:
@@ -453,6 +503,11 @@ def _clipped(reason: str) -> str:
     return reason if len(reason) < 100 else reason.rsplit(" ", 1)[0] + " …"
 
 
+def fork_ci_workflow(_outputs: dict) -> str:
+    """docs/examples/fork-ci.yml as it is: tests/test_ci_example.py runs its codemod steps."""
+    return "```yaml\n" + (REPO / "docs" / "examples" / "fork-ci.yml").read_text() + "```\n"
+
+
 GENERATED_TEXT: dict[str, Callable[[dict], str]] = {
     "readme/call-path": call_path_picture,
     "tutorial/commands": tutorial_commands,
@@ -462,6 +517,7 @@ GENERATED_TEXT: dict[str, Callable[[dict], str]] = {
     "figures/op-sweep": op_sweep_figures,
     "figures/real-tree-totals": real_tree_totals,
     "figures/real-tree-steps": real_tree_steps,
+    "examples/fork-ci": fork_ci_workflow,
 }
 SESSIONS_READ = {"readme/call-path": ("conventions",)}  # the generated texts that read a session's output
 

@@ -112,6 +112,8 @@ def test_shell_completion_offers_the_trees_ops(tree: Path) -> None:
         return [line.split(",", 1)[1] for line in run.stdout.splitlines() if line]
 
     assert complete(f"codemod bypass --tree {tree} su") == ["sub", "sum"]
+    assert complete(f"codemod bypass -q --tree {tree} --json su") == ["sub", "sum"]  # global options after the command
+    assert complete("codemod status --color ") == ["auto", "always", "never"]
     assert "div" in complete(f"codemod explain --tree {tree} ")
     assert complete(f"codemod revert --tree {tree} ") == []
     assert run_codemod("bypass", "div", "--tree", str(tree), "--no-verify").returncode == 0

@@ -10,6 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import REPO
 
 sys.path.insert(0, str(REPO / "docs"))
@@ -65,4 +67,36 @@ def test_excerpts_and_masks() -> None:
     step = generate.Step("codemod bypass sub -i", answers=("y", "q"))
     masked = generate._transcript(step, "x? [y,n,a,q]: next\ny? [y,n,a,q]: quit\nmul: cache hit in 0.02 s: p\n",
                                   list(generate.RUN_TO_RUN))
-    assert masked == ["x? [y,n,a,q]: y", "next", "y? [y,n,a,q]: q", "quit", "mul: compiled (or a cache hit) in … s: p"]
+    assert masked == ["x? [y,n,a,q]: y", "next", "y? [y,n,a,q]: q", "quit", "mul: cache hit in … s: p"]  # what it printed
+
+
+def test_an_example_marks_every_line_it_leaves_out() -> None:
+    """Issue 28: the `capture:` line was taken out by a mask, without `...`, from several examples. A mask may only
+    replace what varies; every line an excerpt leaves out has `...` at its place."""
+    with pytest.raises(SystemExit, match="takes out or adds a line"):
+        generate._transcript(generate.Step("codemod x"), "capture: torchgen on the entries of mul: 0.4 s\nrest\n",
+                             [(r"(?m)^capture: .*\n", "")])
+    printed = ["capture: a", "b", "c", "d"]
+    assert generate.unaccounted(printed, ["...", "b", "...", "d"]) == []
+    assert generate.unaccounted(printed, ["b", "c", "d"]) == ["capture: a"]  # missing, without `...`
+    assert generate.unaccounted(printed, ["capture: a", "...", "c"]) == ["d"]
+    assert generate.unaccounted(printed, ["capture: a", "e", "..."]) == ["e (not printed)"]
+    for keep in (("^b",), (("^b", "^c"),), ("^capture", "^d")):
+        assert generate.unaccounted(printed, generate._excerpt(printed, keep)) == [], keep
+
+
+@pytest.mark.parametrize(("line", "cold"), [
+    ("capture: torchgen on the entries of mul, as they are and as the bypass leaves them: 1.4 s", True),
+    ("capture: torchgen on the entries of mul, as they are and as the bypass leaves them: kept from an earlier run (build cache)", False),
+    ("mul: compiled in 41.20 s: /c/mul-1/harness", True),
+    ("mul: cache hit in 0.02 s: /c/mul-1/harness", False),
+    ("precompile ATen_pch.h (once for these headers, flags and compiler): 80.1 s", True),
+    ("verified: g++ -fsyntax-only compiles a.cpp, b.cpp (2 files, 9.1 s)", True),
+    ("verified: g++ -fsyntax-only compiles a.cpp, b.cpp (2 files, 0.1 s; 1 of them compiled clean before from the same inputs, not recompiled)", True),
+    ("verified: g++ -fsyntax-only compiles a.cpp, b.cpp (2 files, 0.1 s; 2 of them compiled clean before from the same inputs, not recompiled)", False),
+    ("verified: torchgen on the whole yaml: ran clean on the planned bytes before writing; the tree now holds exactly those bytes, not run again", True),
+    ("verified: torchgen on the whole yaml: ran clean before on the same inputs (build cache), not run again", False),
+])
+def test_a_line_only_a_cold_build_cache_prints_is_told_apart(line: str, cold: bool) -> None:
+    """What makes generate.py run a session again, to show what a run with the build cache filled prints."""
+    assert any(re.search(pattern, line) for pattern in generate.COLD_CACHE) is cold

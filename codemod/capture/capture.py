@@ -121,9 +121,11 @@ def capture(tree: Tree, op: str, before_yaml: str, after_yaml: str, overloads: t
     refuse there is the cause of anything else (bad input, exit 2). Kept in the build cache by the key of everything
     it reads (only a capture whose check passed is kept): the same inputs are not captured twice."""
     kept = cache.cache_dir() / f"capture-{op}-{cache.digest(*_inputs(tree, op, before_yaml, after_yaml, overloads))[:20]}.json"
+    step = f"capture: torchgen on the entries of {op}, as they are and as the bypass leaves them"
     if kept.is_file():
+        progress.kept(step)
         return Capture.from_json(kept.read_text())
-    captured = _captured(tree, op, before_yaml, after_yaml, overloads)
+    captured = _captured(tree, op, before_yaml, after_yaml, overloads, step)
     cache.publish_text(kept, captured.to_json())
     return captured
 
@@ -138,12 +140,12 @@ def _inputs(tree: Tree, op: str, before_yaml: str, after_yaml: str, overloads: t
     ]
 
 
-def _captured(tree: Tree, op: str, before_yaml: str, after_yaml: str, overloads: tuple[str, ...]) -> Capture:
+def _captured(tree: Tree, op: str, before_yaml: str, after_yaml: str, overloads: tuple[str, ...], step: str) -> Capture:
     from concurrent.futures import ThreadPoolExecutor  # with logging, ~10 ms: only a capture that runs pays for it
 
     with tempfile.TemporaryDirectory(prefix="codemod-capture-") as scratch:
         before, after = Path(scratch, "before"), Path(scratch, "after")
-        with progress.step(f"capture: torchgen on the entries of {op}, as they are and as the bypass leaves them"):
+        with progress.step(step):
             with ThreadPoolExecutor(max_workers=3) as pool:  # three subprocesses
                 whole_file_check = pool.submit(codegen.check_native_yaml, tree)
                 runs = [pool.submit(codegen.aten_on_entries, tree, text, out) for text, out in ((before_yaml, before), (after_yaml, after))]

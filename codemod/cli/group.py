@@ -100,8 +100,8 @@ def global_options_first(ctx: click.Context, args: list[str]) -> list[str]:
                 options = _value_taking(command.params)
             continue
         width = 2 if takes_value and not inline_value else 1
-        if taken is front and index + width > len(args):  # said here: in front of the command it would take its name
-            raise click.BadOptionUsage(name, f"option '{name}' requires an argument", ctx)
+        if taken is front and index + width > len(args) and not ctx.resilient_parsing:  # in front of the command it would
+            raise click.BadOptionUsage(name, f"option '{name}' requires an argument", ctx)  # take its name as the value
         taken += args[index:index + width]
         index += width
     return front + rest

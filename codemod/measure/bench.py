@@ -430,11 +430,10 @@ def machine() -> dict:
 
 def _instructions(counts: dict, labels: dict[str, str]) -> list[str]:
     per_call = {path: counts["instructions"][path]["per_call"] for path in labels}
-    n1, n2 = counts["instructions"]["dispatch"]["n1"], counts["instructions"]["dispatch"]["n2"]
     figures = ", ".join(
         f"{labels[p]} {c:,.0f}" + ("" if p == "dispatch" else f" ({per_call['dispatch'] / c:.2f}x)") for p, c in per_call.items()
     )
-    lines = [f"callgrind, 2 elements, ({n2:,} - {n1:,} calls), instructions/call: {figures}"]
+    lines = [f"instructions/call (callgrind, 2 elements): {figures}"]
     if counts.get("guard_removes") is not None:
         lines.append(f"the guard removes {counts['guard_removes']:.0%} of the {per_call['dispatch'] - per_call['bypass']:,.0f} "
                      "instructions/call the dispatcher adds to the plain bypass")

@@ -60,8 +60,8 @@ ESTIMATE_LEAVES_OUT = (
 )
 MEASURED_AND_ESTIMATED = (
     "Measured: calls (through the dispatcher, as the trace records them) and self CPU time, by the profiler; "
-    "instructions/call saved, by callgrind. Estimated: the calls the guard lets through (judged from the trace) and "
-    "the saving."
+    "instructions/call saved, by callgrind. Estimated: the calls the guard lets through (judged from the trace, of the "
+    "calls of the overloads a bypass covers: the others stay with the dispatcher) and the saving."
 )
 # Below this share of the profiled run, a bypass is not worth its cost (losses, or the guard's upkeep) for the script.
 WORTH_IT_SHARE = 0.01

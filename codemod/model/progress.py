@@ -16,6 +16,7 @@ from contextlib import contextmanager
 QUIET, NORMAL, VERBOSE = 0, 1, 2
 _level = NORMAL
 _REFRESH_SECONDS = 0.2
+_said_kept: set[str] = set()
 
 
 def set_level(level: int) -> None:
@@ -31,6 +32,14 @@ def command(args: Sequence[str]) -> None:
     """Show a command about to run (with -v)."""
     if _level >= VERBOSE:
         print(f"$ {shlex.join(str(a) for a in args)}", file=sys.stderr, flush=True)
+
+
+def kept(what: str) -> None:
+    """Say a step the build cache answered (it kept the step's result from an earlier run), in one line as a step that
+    ran says itself, so a run says the same steps whatever the cache holds; once, however often it is asked again."""
+    if not quiet() and what not in _said_kept:
+        _said_kept.add(what)
+        print(f"{what}: kept from an earlier run (build cache)", file=sys.stderr, flush=True)
 
 
 @contextmanager
