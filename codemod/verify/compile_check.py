@@ -541,7 +541,7 @@ class _View:
         reads_it = pch.unread_includes_removed(wrapper, alone) == wrapper  # else the check cannot pass: not run
         shared = reads_it and pch.reads_the_same(alone, self._preprocessed(main, flags, GENERATED_PCH))
         verdict = {**self._dependencies(deps), "alone": alone, "shared": shared}
-        _publish(record, json.dumps(verdict))
+        cache.publish_text(record, json.dumps(verdict))
         return verdict
 
     def _aten_pch_subset(self, main: Path, flags: list[str], alone: dict[str, str], stack: contextlib.ExitStack) -> Path | None:
