@@ -199,8 +199,8 @@ def test_a_plan_whose_edit_does_not_compile_fails_at_the_trees_file_and_line(
 
 
 def test_the_regenerated_headers_precompiled_change_no_verdict(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
-    """In an empty build cache, the files of a bypass that read the regenerated Functions.h alike with it as without it
-    load one PCH of it, made once; VariableTypeManual.cpp, which reads c10's OptionalRef.h before the assert macro
+    """In an empty build cache, with a PCH made for two users or more, the files of a bypass that read the regenerated
+    Functions.h alike with it as without it load one PCH of it, made once; VariableTypeManual.cpp, which reads c10's OptionalRef.h before the assert macro
     that header uses is defined (so with the PCH it would read the macro expanded), is refused it. Compiled again in
     another empty cache without that PCH (a header no file reads in its place), every verdict is the same."""
     located = locate(full_tree(tmp_path, {}))
@@ -217,6 +217,7 @@ def test_the_regenerated_headers_precompiled_change_no_verdict(tmp_path: Path, m
             progress.set_level(progress.NORMAL)
         return report, capsys.readouterr().err.splitlines()
 
+    monkeypatch.setattr(compile_check, "GENERATED_PCH_USERS", 2)  # made here for the three files that pass the check
     with_pch, said = compile_check_in("with")
     loading = {line.rsplit(" ", 1)[1] for line in said if line.startswith("$ ") and " -fsyntax-only " in line and "/generated_pch.h " in line}
     assert {located.path(BINARY_OPS).as_posix(), located.path("aten/src/ATen/native/BlasScale.cpp").as_posix()} <= loading

@@ -23,10 +23,11 @@ Every outcome is cached by the file's path and bytes, the headers' digest, the f
 version, and holds only while every tree header g++ read (its -MD list) has the bytes it had. Generated headers
 are read where the build cache keeps torchgen's run on the same inputs (codegen.py). Two files compile at a time.
 
-A compile loads a precompiled header when pch.reads_the_same says it changes nothing the file reads (the verdict is
-recorded as the outcome is): the regenerated headers' GENERATED_PCH, shared by the files of a run, else PyTorch's
-ATen_pch.h less what the file does not read. GENERATED_PCH is used when kept from an earlier run, and made when two
-compiles of the run would load it: first, beside the compiles of the files that load none.
+A compile loads the regenerated headers' GENERATED_PCH when it is worth its cost: kept from an earlier run, or made
+when GENERATED_PCH_USERS files of the run read its headers (g++ -M); and then only where pch.reads_the_same says it
+changes nothing the file reads (the verdict is recorded as the outcome is). It is made first, beside the compiles of
+the files that load none. No other PCH is loaded: PyTorch's ATen_pch.h saves about 2 s of a compile, less than the
+check that would make it sound costs.
 """
 from __future__ import annotations
 
@@ -93,6 +94,10 @@ _CONDITIONALS = ("preproc_if", "preproc_ifdef", "preproc_elif", "preproc_elifdef
 # TensorMethods.cpp, which read TensorBody.h only, would share a PCH of that, but it saves 3 s of the 10).
 GENERATED_PCH = cache.REPO / "cpp_ext" / "generated_pch.h"
 KEPT_GENERATED_PCHS = 3  # 300-400 MB each, one per state of the regenerated headers: the most recently used are kept
+# Made for this many files or more: it costs about 25 s of CPU to make and saves about 9 s of each compile that loads
+# it, less the 3 s of its check (two g++ -E); a kept one pays from one file on (measured on PyTorch's BinaryOps.cpp,
+# the static runtime's ops.cpp and target_tree's BlasScale.cpp, docs/verification.md).
+GENERATED_PCH_USERS = 5
 
 
 @dataclass(frozen=True)
@@ -353,19 +358,30 @@ class _Run:
     _operator_layouts: dict[str, Headers] = field(default_factory=dict)  # by the digest of the monolithic headers
 
     def generated_pch_users(self, pool: ThreadPoolExecutor, sources: Sequence[Target]) -> list[Target]:
-        """Of SOURCES (checked in POOL), those that will load a GENERATED_PCH: one kept from an earlier run, or one
-        that two or more of them would load, which the run may then make (added to WANTED). A file compiled clean
-        before from the same inputs is not compiled again: it loads none."""
-        would_load = dict(zip(sources, pool.map(self._would_load, sources)))
-        sharing = Counter(would_load.values())
-        self.wanted |= {pch_key for pch_key, count in sharing.items() if pch_key is not None and count >= 2}
-        return [t for t, pch_key in would_load.items() if pch_key is not None and (pch_key in self.wanted or pch.kept(GENERATED_PCH, pch_key))]
+        """Of SOURCES (checked in POOL), those that will load a GENERATED_PCH: one kept from an earlier run, or one that
+        GENERATED_PCH_USERS of them read the headers of and pass the check for, which the run then makes (added to
+        WANTED). The check runs only where a PCH may be loaded. A file compiled clean before from the same inputs is not
+        compiled again: it loads none."""
+        reading = dict(zip(sources, pool.map(self._generated_pch_read, sources)))
+        readers = Counter(reading.values())
+        candidates = [t for t, pch_key in reading.items() if pch_key is not None and self._worth(pch_key, readers[pch_key])]
+        passing = [t for t, passes in zip(candidates, pool.map(self._passes_check, candidates)) if passes]
+        users = Counter(reading[t] for t in passing)
+        self.wanted |= {pch_key for pch_key, count in users.items() if count >= GENERATED_PCH_USERS}
+        return [t for t in passing if self._worth(reading[t], users[reading[t]])]
 
-    def _would_load(self, target: Target) -> str | None:
+    def _worth(self, pch_key: str, users: int) -> bool:
+        return users >= GENERATED_PCH_USERS or pch_key in self.wanted or pch.kept(GENERATED_PCH, pch_key)
+
+    def _generated_pch_read(self, target: Target) -> str | None:
         if not self.tree.path(target.path).is_file():
             return None
         with tempfile.TemporaryDirectory(prefix="codemod-compile-") as scratch:
-            return _View(self.tree, self.headers, {}, Path(scratch)).would_load(target.path)
+            return _View(self.tree, self.headers, {}, Path(scratch)).generated_pch_read(target.path)
+
+    def _passes_check(self, target: Target) -> bool:
+        with tempfile.TemporaryDirectory(prefix="codemod-compile-") as scratch:
+            return _View(self.tree, self.headers, {}, Path(scratch)).loads_generated_pch_alike(target.path)
 
     def target(self, target: Target) -> _Outcome:
         """Compile TARGET as its own translation unit; on errors, tell the bypass's from those it had."""
@@ -496,63 +512,50 @@ class _View:
             cache.publish_text(record, json.dumps(dependencies))
         return _Compiled(output, dependencies, cached=False)
 
-    def would_load(self, relative: str) -> str | None:
-        """The key of the GENERATED_PCH that compiling RELATIVE would load if there is one; None when it would load
-        none, or is not compiled again (a record of its compile holds)."""
+    def generated_pch_read(self, relative: str) -> str | None:
+        """The key of the GENERATED_PCH whose headers compiling RELATIVE reads (g++ -M: cheap beside the check); None
+        when it reads not all of them, g++ cannot read its includes (its compile says why), or it is not compiled again
+        (a record of its compile holds)."""
         main = self._main(relative)
         if self._recorded(self._record(relative, main), _COMPILE_FIELDS) is not None:
             return None
         flags = compile_command(self.tree, self.headers, relative, main, self._front())[1:-1]
-        verdict = self._verdict(relative, main, flags)
-        return pch.key(compiler.CXX, GENERATED_PCH, flags) if verdict is not None and verdict["shared"] else None
-
-    @contextlib.contextmanager
-    def _precompiled(self, relative: str, main: Path, flags: list[str]) -> Iterator[list[str]]:
-        """What to add to the compile of RELATIVE with FLAGS to load a PCH, held while the block compiles: GENERATED_PCH
-        when the check passes and this view may make it or it is kept, else the subset of ATen_pch.h that passes it,
-        else nothing."""
-        verdict = self._verdict(relative, main, flags)
-        with contextlib.ExitStack() as stack:
-            if verdict is not None and verdict["shared"]:
-                shared_key = pch.key(compiler.CXX, GENERATED_PCH, flags)
-                if shared_key in self.wanted or pch.kept(GENERATED_PCH, shared_key):
-                    yield stack.enter_context(pch.loaded(compiler.CXX, GENERATED_PCH, flags, shared_key, KEPT_GENERATED_PCHS))
-                    return
-            subset = self._aten_pch_subset(main, flags, verdict["alone"], stack) if verdict is not None else None
-            yield stack.enter_context(pch.loaded(compiler.CXX, subset, flags)) if subset is not None else []
-
-    def _verdict(self, relative: str, main: Path, flags: list[str]) -> dict | None:
-        """What the check found of RELATIVE (MAIN, compiled with FLAGS), recorded with its compile's inputs: `alone`,
-        what it reads (pch.preprocessed), and `shared`, whether GENERATED_PCH changes none of it. None where it can load
-        no PCH: g++'s preprocessor fails on it (its compile says why), or the checkout's flags force-include a file
-        (a PCH is loaded only as the first)."""
-        if any(flag.startswith("-include") for flag in flags):
+        if any(flag.startswith("-include") for flag in flags):  # a PCH is loaded only as the first file read
+            return None
+        try:
+            read = pch.files_read(compiler.CXX, main, tuple(flags))
+        except VerificationFailed:
             return None
         wrapper = GENERATED_PCH.read_text()
-        record = self._record(relative, main, wrapper)
-        recorded = self._recorded(record, ("alone", "shared"))
+        reads_it = pch.unread_includes_removed(wrapper, [path.as_posix() for path in read]) == wrapper
+        return pch.key(compiler.CXX, GENERATED_PCH, flags) if reads_it else None
+
+    def loads_generated_pch_alike(self, relative: str) -> bool:
+        """Whether RELATIVE reads every file alike with GENERATED_PCH force-included as without it (pch.reads_the_same),
+        recorded with its compile's inputs."""
+        main = self._main(relative)
+        flags = compile_command(self.tree, self.headers, relative, main, self._front())[1:-1]
+        record = self._record(relative, main, GENERATED_PCH.read_text())
+        recorded = self._recorded(record, ("shared",))
         if recorded is not None:
-            return recorded
+            return recorded["shared"]
         self.scratch.mkdir(parents=True, exist_ok=True)
         deps = self.scratch / "preprocessed.d"
         alone = self._preprocessed(main, flags, deps=deps)
-        if alone is None:
-            return None
-        reads_it = pch.unread_includes_removed(wrapper, alone) == wrapper  # else the check cannot pass: not run
-        shared = reads_it and pch.reads_the_same(alone, self._preprocessed(main, flags, GENERATED_PCH))
-        verdict = {**self._dependencies(deps), "alone": alone, "shared": shared}
-        cache.publish_text(record, json.dumps(verdict))
-        return verdict
+        shared = alone is not None and pch.reads_the_same(alone, self._preprocessed(main, flags, GENERATED_PCH))
+        cache.publish_text(record, json.dumps({**self._dependencies(deps), "shared": shared}))
+        return shared
 
-    def _aten_pch_subset(self, main: Path, flags: list[str], alone: dict[str, str], stack: contextlib.ExitStack) -> Path | None:
-        """ATen_pch.h of the include directories less its includes MAIN does not read, written in a scratch directory
-        that STACK removes, when the check passes; else None."""
-        aten_pch = pch.aten_pch(flags)
-        if aten_pch is None:
-            return None
-        subset = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="codemod-pch-"))) / aten_pch.name
-        subset.write_text(pch.unread_includes_removed(aten_pch.read_text(), alone))
-        return subset if pch.reads_the_same(alone, self._preprocessed(main, flags, subset)) else None
+    @contextlib.contextmanager
+    def _precompiled(self, relative: str, main: Path, flags: list[str]) -> Iterator[list[str]]:
+        """What to add to the compile of RELATIVE with FLAGS to load GENERATED_PCH, held while the block compiles: when
+        this run makes it (WANTED) or it is kept, and the check passes; else nothing."""
+        shared_key = self.generated_pch_read(relative)
+        if shared_key is not None and (shared_key in self.wanted or pch.kept(GENERATED_PCH, shared_key)) and self.loads_generated_pch_alike(relative):
+            with pch.loaded(compiler.CXX, GENERATED_PCH, flags, shared_key, KEPT_GENERATED_PCHS) as loading:
+                yield loading
+        else:
+            yield []
 
     def _preprocessed(self, main: Path, flags: list[str], header: Path | None = None, deps: Path | None = None) -> dict[str, str] | None:
         """pch.preprocessed, with the files named as in the tree (a view's copies as the tree's files)."""

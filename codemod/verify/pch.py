@@ -232,30 +232,10 @@ def reads_the_same(alone: dict[str, str] | None, with_header: dict[str, str] | N
     return alone is not None and alone == with_header
 
 
-# What PyTorch's own build force-includes into every libtorch source with USE_PRECOMPILED_HEADERS: c10 and the
-# ATen headers that include no generated file (it defines TORCH_ASSERT_NO_OPERATORS to keep it so), so no bypass
-# changes it.
-ATEN_PCH = "ATen/core/ATen_pch.h"
 _INCLUDE = re.compile(r"^#include <(?P<name>[^>]+)>$", re.MULTILINE)
-
-
-def aten_pch(flags: Sequence[str]) -> Path | None:
-    """ATen_pch.h as the include directories of FLAGS hold it, if they do."""
-    return next((found for found in (Path(d) / ATEN_PCH for d in include_dirs(flags)) if found.is_file()), None)
 
 
 def unread_includes_removed(text: str, read: Iterable[str]) -> str:
     """TEXT less its `#include <NAME>` lines of the headers not among READ (the paths of the files a source reads)."""
     rooted = tuple("/" + path for path in read)  # a tree's file is named relative to the tree
     return _INCLUDE.sub(lambda line: line[0] if any(path.endswith("/" + line["name"]) for path in rooted) else "", text)
-
-
-def include_dirs(flags: Sequence[str]) -> list[str]:
-    """The -I and -isystem directories of FLAGS, in the order g++ searches them for <...>."""
-    found, system = [], []
-    for flag, following in zip(flags, [*flags[1:], ""]):
-        if flag.startswith("-I"):
-            found.append(flag[2:] or following)
-        elif flag.startswith("-isystem"):
-            system.append(flag[len("-isystem"):] or following)
-    return found + system
