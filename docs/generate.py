@@ -163,7 +163,7 @@ EXAMPLES: dict[str, tuple[Shown, ...]] = {
         (("^diff --git a/aten/src/ATen/templates/Functions.cpp", r"^\+// @codemod-bypass mul begin"), r"^\+}"), "would change",
     )),),
     "tutorial/bypass": (Shown("tutorial/bypass", (
-        "^  checks:", r"^  mul: \d+ comparisons", "^bypass mul", r"^  \S+  \+\d+ -\d+", "^mul loses",
+        "^  checks:", r"^  mul: \d+ comparisons", "^bypass mul", r"^  aten/src/ATen/native/BinaryOps\.cpp  \+", "^mul loses",
         "^verify:", r"^verified: g\+\+", "^not compiled",
     )),),
     "tutorial/bench": (Shown("tutorial/bench", (

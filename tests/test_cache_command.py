@@ -39,6 +39,7 @@ def filled(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     os.utime(killed, (time.time() - 3 * 24 * 3600,) * 2)
     (root / f"torchgen-{'b' * 20}-runn1ng_").mkdir()  # one being written now
     assert json.loads((fresh_run / cache.ENTRY_STAMP).read_text()) == cache.made_under()
+    assert (root / f".{fresh_run.name}.lock").is_file()  # made under its lock, which is no entry
     return root
 
 
@@ -82,7 +83,7 @@ def test_prune_stale_keeps_what_this_install_uses_and_all_empties_the_cache(fill
     assert (filled / f"torchgen-{'b' * 20}-runn1ng_").is_dir()  # a run may still be writing it
     emptied = run_codemod("cache", "prune", "--all")
     assert emptied.returncode == 0 and emptied.stderr.startswith("removed 6 entries (") and "from " + str(filled) in emptied.stderr
-    assert cache_json()["entries"] == 0
+    assert cache_json()["entries"] == 0 and not list(filled.glob(".*.lock"))  # the entries' locks go with them
 
 
 @pytest.mark.parametrize("flags", [(), ("--all", "--stale")])

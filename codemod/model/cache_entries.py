@@ -37,8 +37,10 @@ _FILE_KINDS = (
     ("build records", re.compile(r".+-[0-9a-f]{20}\.json")),  # verify/compiler.py record
 )
 _RECORD_DIRECTORIES = {"kernels": "kernel definitions", "syntax": "compile-check records"}  # plan/structured_kernels.py, verify/compile_check.py
-# What a run publishing an entry writes first: tempfile's scratch directory beside it, publish_text's scratch file.
-_SCRATCH = re.compile(r".+-[0-9a-f]{20}-[a-z0-9_]{8}|.+\.tmp\d+-\d+")
+# What a run publishing an entry writes first: tempfile's scratch directory beside it, publish_text's scratch file;
+# and where cache.evict moves an entry before removing it.
+_SCRATCH = re.compile(r".+-[0-9a-f]{20}-[a-z0-9_]{8}|.+\.tmp\d+-\d+|\.evicted-[a-z0-9_]{8}")
+_LOCK = re.compile(r"\..+\.lock")  # cache._locked's lock file of an entry: the cache's bookkeeping, not an entry
 UNFINISHED = "unfinished (a run was publishing it)"
 _ABANDONED_SECONDS = 24 * 3600
 
@@ -59,6 +61,8 @@ def entries(root: Path | None = None) -> list[Entry]:
     now = cache.made_under()
     found = []
     for path in sorted(root.iterdir()):
+        if _LOCK.fullmatch(path.name):
+            continue
         if path.name in _RECORD_DIRECTORIES and path.is_dir():
             found += [Entry(record, _RECORD_DIRECTORIES[path.name], _size(record), None) for record in sorted(path.iterdir())]
         else:
@@ -75,6 +79,7 @@ def prune(chosen: list[Entry]) -> None:
             shutil.rmtree(entry.path, ignore_errors=True)
         else:
             entry.path.unlink(missing_ok=True)
+        entry.path.with_name(f".{entry.path.name}.lock").unlink(missing_ok=True)  # one waiting on it opens it anew
 
 
 def _kind(path: Path) -> str:

@@ -35,7 +35,7 @@ class _Values(click.Option):
 @click.command()
 @OP_ARGUMENT
 @TREE_OPTION
-@click.option("--no-callgrind", is_flag=True, help="Skip the instruction counts (valgrind: most of bench's time).")
+@click.option("--no-callgrind", is_flag=True, help="Skip the instruction counts (callgrind: the harness run under valgrind).")
 @click.option("--format", "shown_as", type=click.Choice(bench_step.FORMATS), default="table", show_default=True,
               help="table: for a terminal, 100 columns; markdown: to paste into a pull request.")
 @click.option("--size", "sizes", cls=_Values, type=click.IntRange(min=1), multiple=True, metavar="N ...",
