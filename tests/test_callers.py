@@ -212,7 +212,7 @@ def test_callers_by_any_spelling_are_rewritten_or_listed_for_the_compile_check(t
     macro_line = SPELLED_CALLER_TEXT.splitlines().index("  return CPU_OP(mul)(a, b) + mul(member, b);") + 1
     listed = [x for x in document["ops"][0]["unrewritten"] if x["path"] == SPELLED_CALLER]
     assert [(x["line"], x["needs_edit"]) for x in listed] == [(macro_line, True)]
-    assert "CPU_OP(...), a macro that names at::cpu::" in listed[0]["why"]
+    assert listed[0]["why"].startswith("at::cpu::mul once CPU_OP is expanded;")
     human = run_codemod("bypass", "mul", "--tree", str(tree), "--dry-run")
     assert "every reference to the removed" not in human.stderr
     assert f"may reach them by a spelling the tool does not rewrite (g++ judges each file after the bypass):\n  {SPELLED_CALLER}:{macro_line}:" in human.stderr

@@ -5,14 +5,16 @@ a conditional branch the file itself decides is off (`#if 0`, `#ifdef X` after
 `#undef X`) is dead, one it cannot decide (a macro from a header or the build)
 is live. Each invocation of a function-like or object-like macro the file
 defines is expanded as the preprocessor does: arguments expanded, `#`
-stringized, `##` pasted, the body rescanned with the macro itself disabled.
-Macros from headers (`TORCH_META_FUNC`) are left as written.
+stringized, `##` pasted, the body rescanned with the macro itself disabled (an
+expansion that ends with a function-like macro's name takes the arguments
+written after it). Macros from headers (`TORCH_META_FUNC`) are left as written,
+but for those a caller hands over (`inherited`: the tree's headers it includes).
 """
 from __future__ import annotations
 
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from tree_sitter import Node
 
@@ -32,6 +34,7 @@ _TOKEN = re.compile(
 )
 _DEFINE = re.compile(r"#\s*define\s+(?P<name>\w+)(?:\((?P<params>[^)]*)\))?(?P<body>.*)", re.S)
 _UNDEF = re.compile(r"#\s*undef\s+(?P<name>\w+)")
+_OPENING = re.compile(r"\s*\(")
 _BLANKED = ("comment", "string_literal", "raw_string_literal", "char_literal", "system_lib_string")
 _DIRECTIVES = ("preproc_def", "preproc_function_def", "preproc_include", "preproc_call")
 _CONDITIONALS = ("preproc_if", "preproc_ifdef", "preproc_elif", "preproc_elifdef")
@@ -82,9 +85,10 @@ class LiveView:
 
     text: str  # latin-1, so a character offset is a byte offset
     events: list[tuple[int, str, Macro | None]]
+    inherited: dict[str, Macro] = field(default_factory=dict)  # defined before the file's first line (by its headers)
 
     def macros_at(self, offset: int) -> dict[str, Macro]:
-        active: dict[str, Macro] = {}
+        active = dict(self.inherited)
         for at, name, macro in self.events:
             if at >= offset:
                 break
@@ -142,14 +146,22 @@ def _record(node: Node, text: str, events: list[tuple[int, str, Macro | None]]) 
     function-like #define for an object-like one."""
     directive = text[node.start_byte : node.end_byte]
     if node.type in ("preproc_def", "preproc_function_def"):
-        found = _DEFINE.match(directive)
-        if found is not None:
-            params = None if found["params"] is None else tuple(
-                p.strip(" \t\\\n") for p in found["params"].split(",") if p.strip(" \t\\\n")
-            )
-            events.append((node.start_byte, found["name"], Macro(found["name"], params, tuple(tokens(found["body"])))))
+        defined = macro(directive)
+        if defined is not None:
+            events.append((node.start_byte, defined.name, defined))
     elif (found := _UNDEF.match(directive)) is not None:
         events.append((node.start_byte, found["name"], None))
+
+
+def macro(directive: str) -> Macro | None:
+    """The macro a `#define` directive (its whole text) defines."""
+    found = _DEFINE.match(directive)
+    if found is None:
+        return None
+    params = None if found["params"] is None else tuple(
+        p.strip(" \t\\\n") for p in found["params"].split(",") if p.strip(" \t\\\n")
+    )
+    return Macro(found["name"], params, tuple(tokens(found["body"])))
 
 
 def _visit_conditional(node: Node, text: str, blank: list[tuple[int, int]], visit, defined) -> None:
@@ -230,13 +242,25 @@ def invocations(view: LiveView, names: set[str]) -> Iterator[Invocation]:
             continue
         end = match.end()
         if macro.params is not None:
-            opening = re.compile(r"\s*\(").match(view.text, end)
+            opening = _OPENING.match(view.text, end)
             if opening is None:
                 continue  # a function-like macro's name without arguments is not an invocation
             end = _after_closing_parenthesis(view.text, opening.end())
-        used = tokens(view.text[match.start() : end])
-        yield Invocation(macro.name, match.start(), end, join(_expand(used, macros, frozenset())))
+        expansion = _expand(tokens(view.text[match.start() : end]), macros, frozenset())
+        # an expansion that ends with a function-like macro's name takes the arguments written after it
+        while expansion and _takes_arguments(expansion[-1].text, macros, frozenset()):
+            opening = _OPENING.match(view.text, end)
+            if opening is None:
+                break
+            end = _after_closing_parenthesis(view.text, opening.end())
+            expansion = _expand(tokens(view.text[match.start() : end]), macros, frozenset())
+        yield Invocation(macro.name, match.start(), end, join(expansion))
         position = end
+
+
+def _takes_arguments(name: str, macros: dict[str, Macro], disabled: frozenset[str]) -> bool:
+    found = macros.get(name)
+    return found is not None and found.params is not None and name not in disabled
 
 
 def _after_closing_parenthesis(text: str, start: int) -> int:
@@ -282,6 +306,13 @@ def _expand(found: list[Token], macros: dict[str, Macro], disabled: frozenset[st
         expanded = _expand(body, macros, disabled | {macro.name})
         if expanded:
             expanded[0] = Token(expanded[0].text, token.spaced)
+        tail = expanded[-1] if expanded else None
+        takes_what_follows = i < len(found) and found[i].text == "("
+        if tail is not None and tail.text != macro.name and _takes_arguments(tail.text, macros, disabled) and takes_what_follows:
+            # a function-like macro the expansion ends with takes the arguments written after it
+            out.extend(expanded[:-1])
+            found, i = [tail, *found[i:]], 0
+            continue
         out.extend(expanded)
     return out
 

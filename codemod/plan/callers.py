@@ -7,14 +7,20 @@ becomes `a.mul_(b)`. Only the callee, the key set and the receiver's comma are
 edited, so comments and line breaks in the argument list stay, and nested calls
 are rewritten independently.
 
-A caller may spell the namespace another way: through an alias (`namespace acpu
-= at::cpu;`, rewritten like the namespace itself, as is `using at::cpu::mul;`),
-a using-directive, a macro that pastes the name, or code inside `namespace
-at::cpu`. Candidates are the files that name a removed function and name one of
-the two namespaces themselves or in a header of the tree they include. In each,
-the parser resolves every mention: rewritten, listed for a human (file:line), or
-listed as judged by the compile check (what the parser cannot resolve). Every
-file with a reference of any kind is compiled after the bypass (`reaching`).
+A caller may spell the namespace another way. The rewrite takes what it can
+edit: an alias (`namespace acpu = at::cpu;`) like the namespace itself, and
+`using at::cpu::mul;`; what it cannot edit but is spelled out (`&at::cpu::mul`,
+a macro's body) is listed for a human. Then one place decides about everything
+else, the net (`_Net`): every C/C++ file of the tree, by any suffix a compiler
+reads or included by one, where a removed name could be formed (the name, its
+pieces as a macro's arguments, a macro of the tree that may form it) is read as
+the bypass leaves it, with its own macros and those of the tree's headers it
+includes expanded; each place left that may name a removed function (after a
+macro's expansion, under a using-directive, inside `namespace at::cpu`, a scope
+or pieces a macro the tool cannot see makes) is a leftover already listed at
+its line, or is listed there as judged by the compile check. Every file with a
+reference of any kind is compiled after the bypass (`reaching`), a header or an
+`.inl` through a source of the tree that includes it.
 Calls through `at::_ops::OVERLOAD::call/redispatch` still compile but reach
 another kernel after the bypass: they are listed with file:line too.
 """
@@ -22,27 +28,34 @@ from __future__ import annotations
 
 import os
 import re
+from collections import defaultdict
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from functools import cached_property
 
 from tree_sitter import Node
 
 from codemod.capture.capture import Capture
-from codemod.model import cpp_syntax
-from codemod.model.edits import Edit
+from codemod.model import cpp_macros, cpp_syntax
+from codemod.model.edits import Edit, apply_edits, line_starts
 from codemod.model.tree import TEMPLATES, Tree
 from codemod.plan.cpp import SourceFile
 
-CPP_SUFFIXES = (".cpp", ".cc", ".cxx", ".h", ".hpp", ".cu", ".cuh")
+SOURCE_SUFFIXES = (".cpp", ".cc", ".cxx")  # compiled on their own
+CUDA_SUFFIXES = (".cu", ".cuh")
+# Every suffix a C or C++ compiler reads; a file of another name is read too when one of these includes it.
+CPP_SUFFIXES = (*SOURCE_SUFFIXES, ".c", *CUDA_SUFFIXES, ".h", ".hh", ".hpp", ".hxx", ".inl", ".ipp", ".tcc")
+INCLUDE_DIRS = ("aten/src", "", "torch/csrc/api/include")  # where the compile check finds the tree's <headers>
 SKIPPED_DIRS = {".git", ".codemod", "build", "third_party", "node_modules", "__pycache__"}
 NAMESPACES = ("cpu", "redispatch")  # of at::, whose functions of the op disappear
+JUDGED = "the tool does not rewrite it: the compile check after the bypass judges it"
 _SIMPLE_RECEIVER = re.compile(r"^[A-Za-z_][\w.]*(?:->\w+)*$")
+_IDENTIFIER = re.compile(r"[A-Za-z_]\w*")
 # Comments and string literals, blanked before any text scan (a name in them reaches nothing).
 _NOT_CODE = re.compile(r"""//[^\n]*|/\*.*?\*/|"(?:\\.|[^"\\\n])*"|'(?:\\.|[^'\\\n])*'""", re.S)
 _INCLUDE = re.compile(r"""^[ \t]*#[ \t]*include[ \t]*([<"])([^>"\n]+)[>"]""", re.M)
 _ALIAS = re.compile(r"\bnamespace\s+(\w+)\s*=\s*(?:::\s*)?at\s*::\s*(cpu|redispatch)\s*;")
-_DEFINE = re.compile(r"^[ \t]*#[ \t]*define[ \t]+(\w+)((?:[^\n]*\\\n)*[^\n]*)", re.M)
-_DECLARATORS = ("function_declarator", "init_declarator", "parameter_declaration", "declaration", "field_declaration")
+_DEFINE = re.compile(r"^[ \t]*(#[ \t]*define[ \t]+\w+(?:[^\n]*\\\n)*[^\n]*)", re.M)
 
 
 @dataclass(frozen=True)
@@ -54,7 +67,7 @@ class Leftover:
     text: str
     why: str
     needs_edit: bool = True  # False: it still compiles after the bypass, and WHY says what it reaches then
-    judged_by_compile: bool = False  # the parser cannot tell; the compile check after the bypass decides
+    judged_by_compile: bool = False  # the tool cannot tell; the compile check after the bypass decides
 
     def __str__(self) -> str:
         return f"{self.path}:{self.line}: {self.text.strip()} ({self.why})"
@@ -65,88 +78,177 @@ class Callers:
     edits: list[Edit]
     leftovers: list[Leftover]
     rewritten: list[Leftover]  # each reference the edits rewrite, where it was
-    reaching: list[str]  # every file with a reference of any kind: compiled after the bypass
+    reaching: list[str]  # every file with a reference of any kind, and a source including each header of them: compiled
 
 
 @dataclass
 class _Context:
-    """How a file can name the two namespaces: itself and through the tree's headers it includes."""
+    """How a file can name the two namespaces: itself and through the files it may see (`_Scan.visible`)."""
 
     names_namespace: bool = False  # `cpu::`, `::redispatch`, `namespace cpu` or an alias: the namespace is reachable
     aliases: dict[str, str] = field(default_factory=dict)  # alias -> "cpu" / "redispatch"
-    using_namespace: set[str] = field(default_factory=set)  # namespaces of a using-directive
-    using_names: dict[str, str] = field(default_factory=dict)  # removed name -> namespace of its using-declaration
-    macros: dict[str, str] = field(default_factory=dict)  # macro -> the namespace its body names
+    using_namespace: set[str] = field(default_factory=set)  # what a using-directive names: a namespace of at::, an alias
+    using_names: dict[str, str] = field(default_factory=dict)  # removed name -> the scope its using-declaration names
 
     def merge(self, other: _Context) -> None:
         self.names_namespace |= other.names_namespace
         self.aliases.update(other.aliases)
         self.using_namespace |= other.using_namespace
         self.using_names.update(other.using_names)
-        self.macros.update(other.macros)
+
+    def namespace(self, scope: str) -> str | None:
+        """"cpu" or "redispatch" when SCOPE (a namespace of at::, or an alias) names at::cpu / at::redispatch."""
+        scope = self.aliases.get(scope, scope)
+        return scope if scope in NAMESPACES else None
+
+
+class _Files:
+    """The tree's C and C++ files, each read once: by any suffix in CPP_SUFFIXES, and any file one of them includes.
+    The includes and macro definitions of each are kept, and the text of those KEEP takes."""
+
+    def __init__(self, tree: Tree, keep: Callable[[str], object]) -> None:
+        self.tree = tree
+        self.every: set[str] = set()  # every file walked (any name), to find what an include names
+        self.includes: dict[str, list[tuple[str, str]]] = {}  # of each C/C++ file: (`<` or `"`, the name)
+        self.macros: dict[str, list[tuple[str, cpp_macros.Macro]]] = defaultdict(list)  # name -> (file, definition)
+        self.kept: dict[str, str] = {}
+        pending = []
+        templates = tree.path(TEMPLATES)
+        for directory, subdirs, files in os.walk(tree.root):
+            subdirs[:] = sorted(d for d in subdirs if d not in SKIPPED_DIRS and os.path.join(directory, d) != str(templates))
+            for name in sorted(files):
+                rel = os.path.relpath(os.path.join(directory, name), tree.root).replace(os.sep, "/")
+                self.every.add(rel)
+                if name.endswith(CPP_SUFFIXES):
+                    pending.append(rel)
+        while pending:
+            for rel in pending:
+                text = self.text(rel)
+                self.includes[rel] = _INCLUDE.findall(text)
+                for directive in _DEFINE.findall(text):
+                    defined = cpp_macros.macro(directive)
+                    if defined is not None:
+                        self.macros[defined.name].append((rel, defined))
+                if keep(text):
+                    self.kept[rel] = text
+            pending = sorted({header for rel in pending for header in self.included(rel) if header not in self.includes})
+        self.cpp = sorted(self.includes)
+
+    def text(self, rel: str) -> str:
+        if rel in self.kept:
+            return self.kept[rel]
+        return self.tree.path(rel).read_text(encoding="utf-8", errors="replace")
+
+    def included(self, rel: str) -> list[str]:
+        """The tree's own files REL includes, as the compile check's include path finds them."""
+        found = []
+        here = os.path.dirname(rel)
+        for kind, name in self.includes[rel]:
+            for directory in ([here] if kind == '"' else []) + list(INCLUDE_DIRS):
+                candidate = os.path.normpath(os.path.join(directory, name)).replace(os.sep, "/")
+                if candidate in self.every:
+                    found.append(candidate)
+                    break
+        return found
+
+    @cached_property
+    def included_by(self) -> dict[str, set[str]]:
+        found: dict[str, set[str]] = defaultdict(set)
+        for rel in self.cpp:
+            for header in self.included(rel):
+                found[header].add(rel)
+        return found
 
 
 class _Scan:
-    """The tree's C++ files, read once each: their code (comments and strings blanked) and contexts."""
+    """The tree's C/C++ files as they are, or with PLANNED's text for some (as the bypass leaves them): their code
+    (comments and strings blanked), and what each can name through the tree's headers it includes."""
 
-    def __init__(self, tree: Tree, names: set[str]) -> None:
-        self.tree, self.names = tree, names
-        self._text: dict[str, str] = {}
+    def __init__(self, files: _Files, names: set[str], planned: dict[str, str] | None = None) -> None:
+        self.files, self.names = files, names
+        self._text = dict(planned or {})
         self._code: dict[str, str] = {}
         self._own: dict[str, _Context] = {}
-
-    def known(self, rel: str, text: str) -> None:
-        self._text[rel] = text
+        self._macros: dict[str, dict[str, cpp_macros.Macro]] = {}
+        self._closures: dict[str, list[str]] = {}
 
     def text(self, rel: str) -> str:
         if rel not in self._text:
-            self._text[rel] = self.tree.path(rel).read_text(encoding="utf-8", errors="replace")
+            self._text[rel] = self.files.text(rel)
         return self._text[rel]
 
     def code(self, rel: str) -> str:
         if rel not in self._code:
-            self._code[rel] = _NOT_CODE.sub(lambda m: re.sub(r"[^\n]", " ", m.group()), self.text(rel))
+            self._code[rel] = _blanked(self.text(rel))
         return self._code[rel]
 
+    def closure(self, rel: str) -> list[str]:
+        """REL, then every tree header it includes, transitively, in the order they are first included."""
+        if rel not in self._closures:
+            found: dict[str, None] = {}
+            pending = [rel]
+            while pending:
+                current = pending.pop()
+                if current not in found:
+                    found[current] = None
+                    pending += reversed(self.files.included(current))
+            self._closures[rel] = list(found)
+        return self._closures[rel]
+
+    def visible(self, rel: str) -> list[str]:
+        """The files whose declarations and macros REL may see, but REL: what each file including it (transitively)
+        includes, as an .inl sees what its includer included first, then the tree's headers REL includes (last, so
+        that their macros win)."""
+        includers, level = set(), {rel}
+        while level:
+            level = {includer for header in level for includer in self.files.included_by.get(header, ())} - includers - {rel}
+            includers |= level
+        own = self.closure(rel)
+        theirs = dict.fromkeys(header for includer in sorted(includers) for header in self.closure(includer))
+        for header in own:
+            theirs.pop(header, None)
+        return [*theirs, *own[1:]]
+
     def context(self, rel: str) -> _Context:
-        """REL's own context merged with that of every tree header it includes, transitively."""
-        merged, seen, pending = _Context(), set(), [rel]
-        while pending:
-            current = pending.pop()
-            if current in seen:
-                continue
-            seen.add(current)
+        """REL's own context merged with that of every file it may see."""
+        merged = _Context()
+        for current in (rel, *self.visible(rel)):
             merged.merge(self._own_context(current))
-            pending += self._included(current)
         return merged
+
+    def inherited_macros(self, rel: str) -> dict[str, cpp_macros.Macro]:
+        """The macros the files REL may see define (as each one's end leaves them)."""
+        merged: dict[str, cpp_macros.Macro] = {}
+        for header in self.visible(rel):
+            merged.update(self._defined(header))
+        return merged
+
+    def _defined(self, rel: str) -> dict[str, cpp_macros.Macro]:
+        if rel not in self._macros:
+            view = _live_view(self.text(rel).encode()) if "define" in self.code(rel) else None
+            self._macros[rel] = view.macros_at(len(view.text)) if view is not None else {}
+        return self._macros[rel]
 
     def _own_context(self, rel: str) -> _Context:
         if rel not in self._own:
             code = self.code(rel)
             aliases = dict(_ALIAS.findall(code))
-            spelled = "|".join([*NAMESPACES, *map(re.escape, aliases)])
             names = "|".join(sorted(map(re.escape, self.names)))
-            macros = {name: namespace for name, body in _DEFINE.findall(code) if (namespace := _namespace_named(body, aliases))}
             self._own[rel] = _Context(
                 names_namespace=_namespace_named(code, aliases) is not None,
                 aliases=aliases,
-                using_namespace={aliases.get(n, n) for n in re.findall(rf"\busing\s+namespace\s+(?:::\s*)?(?:at\s*::\s*)?({spelled})\b", code)},
-                using_names={name: aliases.get(n, n) for n, name in re.findall(rf"\busing\s+(?:::\s*)?(?:at\s*::\s*)?({spelled})\s*::\s*({names})\b", code)},
-                macros=macros,
+                using_namespace=set(re.findall(r"\busing\s+namespace\s+(?:::\s*)?(?:at\s*::\s*)?(\w+)\s*;", code)),
+                using_names={name: n for n, name in re.findall(rf"\busing\s+(?:::\s*)?(?:at\s*::\s*)?(\w+)\s*::\s*({names})\s*;", code)},
             )
         return self._own[rel]
 
-    def _included(self, rel: str) -> list[str]:
-        """The tree's own headers REL includes, as the compile check's include path finds them."""
-        found = []
-        here = os.path.dirname(rel)
-        for kind, name in _INCLUDE.findall(self.text(rel)):
-            for directory in ([here] if kind == '"' else []) + ["aten/src", ""]:
-                candidate = os.path.normpath(os.path.join(directory, name)).replace(os.sep, "/")
-                if not candidate.startswith("..") and self.tree.path(candidate).is_file():
-                    found.append(candidate)
-                    break
-        return found
+
+def _blanked(text: str) -> str:
+    return _NOT_CODE.sub(lambda m: re.sub(r"[^\n]", " ", m.group()), text)
+
+
+def _live_view(data: bytes) -> cpp_macros.LiveView:
+    return cpp_macros.live_view(cpp_syntax.parse(data))
 
 
 def _namespace_named(code: str, aliases: dict[str, str]) -> str | None:
@@ -167,11 +269,15 @@ def caller_edits(tree: Tree, capture: Capture) -> Callers:
     struct_reference = re.compile(rf"\b({'|'.join(sorted(structs))})\b") if structs else None
     operator_structs = {overload.replace(".", "_"): overload for overload in capture.overloads}
     dispatched = re.compile(rf"\b_ops::({'|'.join(sorted(operator_structs))})::(call|redispatch)\b")
-    scan = _Scan(tree, removed)
-    found = Callers([], [], [], [])
     mentioned = _word(removed)
-    for rel in _files_mentioning(tree, scan, [p for p in (mentioned, struct_reference, dispatched) if p is not None]):
-        before = len(found.edits) + len(found.leftovers) + len(found.rewritten)
+    patterns = [p for p in (mentioned, struct_reference, dispatched) if p is not None]
+    piece_words = _piece_words(removed)
+    files = _Files(tree, lambda text: any(p.search(text) for p in patterns) or _pasted(set(piece_words.findall(text)), removed))
+    scan = _Scan(files, removed)
+    found = Callers([], [], [], [])
+    for rel in files.cpp:
+        if rel not in files.kept or not any(p.search(scan.code(rel)) for p in patterns):
+            continue
         if mentioned.search(scan.code(rel)):
             context = scan.context(rel)
             if context.names_namespace:
@@ -181,7 +287,6 @@ def caller_edits(tree: Tree, capture: Capture) -> Callers:
             source = SourceFile.read(tree, rel)
             for line, _ in _references(scan.code(rel), struct_reference):
                 found.leftovers.append(Leftover(rel, line + 1, _line(source, line), "uses a structured class the bypass no longer generates"))
-        reaches = len(found.edits) + len(found.leftovers) + len(found.rewritten) > before
         for line, match in _references(scan.code(rel), dispatched):
             source = source or SourceFile.read(tree, rel)
             overload = operator_structs[match.group(1)]
@@ -191,8 +296,9 @@ def caller_edits(tree: Tree, capture: Capture) -> Callers:
                 "(CompositeImplicitAutograd) whatever the key set, so no autograd formula and no per-backend kernel"
             )
             found.leftovers.append(Leftover(rel, line + 1, _line(source, line), why, needs_edit=False))
-        if reaches:
-            found.reaching.append(rel)
+    _Net(files, gone, found).judge()
+    reached = {e.path for e in found.edits} | {x.path for x in (*found.rewritten, *found.leftovers) if x.needs_edit}
+    found.reaching.extend(sorted(reached | _sources_including(files, reached)))
     return found
 
 
@@ -201,6 +307,271 @@ def still_reaching(tree: Tree, capture: Capture) -> list[Leftover]:
     would rewrite, the references it lists for a human, and (judged_by_compile) those only g++ can judge."""
     found = caller_edits(tree, capture)
     return sorted((*found.rewritten, *(x for x in found.leftovers if x.needs_edit)), key=lambda x: (x.path, x.line))
+
+
+class _Net:
+    """The one place that decides about every spelling the rewrite left: each file where a removed name could be
+    formed, read as the bypass leaves it with the macros it sees expanded; each place that may still name a removed
+    function there is listed at its line already (a reference to edit by hand), or is listed now, judged by the
+    compile check."""
+
+    def __init__(self, files: _Files, gone: dict[str, set[str]], found: Callers) -> None:
+        self.files, self.gone, self.found = files, gone, found
+        self.removed = gone["cpu"] | gone["redispatch"]
+        self.edits: dict[str, list[Edit]] = defaultdict(list)
+        for edit in found.edits:
+            self.edits[edit.path].append(edit)
+        self.before = {rel: files.tree.path(rel).read_bytes() for rel in self.edits}
+        self.planned = {rel: apply_edits(self.before[rel], edits) for rel, edits in self.edits.items()}
+        self.scan = _Scan(files, self.removed, {rel: data.decode(errors="replace") for rel, data in self.planned.items()})
+        self.forming = _forming_macros(files.macros, self.removed)
+        self.piece_words = _piece_words(self.removed)
+
+    def judge(self) -> None:
+        listed = {(x.path, x.line) for x in self.found.leftovers if x.needs_edit}
+        for rel in self._candidates():
+            lines = None
+            for line, why in self._possible_references(rel):
+                line = self._line_before_the_bypass(rel, line)
+                if (rel, line) not in listed:
+                    listed.add((rel, line))
+                    lines = lines or self.files.text(rel).splitlines()
+                    self.found.leftovers.append(Leftover(rel, line, lines[line - 1], why, judged_by_compile=True))
+
+    def _candidates(self) -> Iterator[str]:
+        """The files whose code names a removed function, holds pieces that paste into one, or names a macro of the
+        tree that may form one (those are read again: the walk kept only the texts that name or piece one)."""
+        named = _word(self.removed | set(self.forming))
+        for rel in self.files.cpp:
+            if rel not in self.files.kept and not (self.forming and named.search(self.files.text(rel))):
+                continue
+            code = self.scan.code(rel)
+            if named.search(code) or _pasted(set(self.piece_words.findall(code)), self.removed):
+                yield rel
+
+    def _possible_references(self, rel: str) -> Iterator[tuple[int, str]]:
+        """(line as the bypass leaves REL, why) of each place there that may name a removed function."""
+        view = _live_view(self.planned.get(rel) or self.files.tree.path(rel).read_bytes())
+        view.inherited = self.scan.inherited_macros(rel)
+        known = set(view.inherited) | {name for _, name, defined in view.events if defined is not None}
+        text, expanded_on = _expanded(view, known & set(_IDENTIFIER.findall(view.text)))
+        unseen = {name: where for name, where in self.forming.items() if name not in known}
+        yield from _places(text, expanded_on, self.scan.context(rel), self.gone, unseen)
+
+    def _line_before_the_bypass(self, rel: str, line: int) -> int:
+        """The line of REL before the caller edits where LINE of REL after them comes from."""
+        if rel not in self.planned:
+            return line
+        offset = line_starts(self.planned[rel])[line - 1]
+        shift = 0
+        for edit in sorted(self.edits[rel], key=lambda e: e.start):
+            start = edit.start + shift
+            if offset < start:
+                break
+            if offset < start + len(edit.text.encode()):
+                offset = start  # inside what the edit wrote: where the edit starts
+                break
+            shift += len(edit.text.encode()) - (edit.end - edit.start)
+        return self.before[rel].count(b"\n", 0, offset - shift) + 1
+
+
+def _expanded(view: cpp_macros.LiveView, names: set[str]) -> tuple[str, dict[int, str]]:
+    """VIEW's text with each invocation of NAMES replaced by its expansion, on the line it starts (its line breaks
+    kept after it, so every line stays where it was), and the first macro expanded on each line."""
+    parts, position, line, expanded_on = [], 0, 1, {}
+    for invocation in cpp_macros.invocations(view, names):
+        line += view.text.count("\n", position, invocation.start)
+        expanded_on.setdefault(line, invocation.macro)
+        breaks = view.text.count("\n", invocation.start, invocation.end)
+        parts += [view.text[position : invocation.start], invocation.expansion, "\n" * breaks]
+        line += breaks
+        position = invocation.end
+    parts.append(view.text[position:])
+    return "".join(parts), expanded_on
+
+
+@dataclass
+class _ArgumentList:
+    """An argument list being read: the name before it, and its arguments that are one piece of a removed name (`m`,
+    `ul`), with those of the lists inside it."""
+
+    callee: str
+    line: int
+    pieces: set[str] = field(default_factory=set)
+    argument: list[str] = field(default_factory=list)
+
+    def argument_ends(self, pieces: set[str]) -> None:
+        if len(self.argument) == 1 and self.argument[0] in pieces:
+            self.pieces.add(self.argument[0])
+        self.argument = []
+
+
+def _places(
+    text: str, expanded_on: dict[int, str], context: _Context, gone: dict[str, set[str]], unseen: dict[str, tuple[str, cpp_macros.Macro]],
+) -> Iterator[tuple[int, str]]:
+    """(line, why) of each place of TEXT (a file's live code, its macros expanded) that may name a removed function:
+    a removed name qualified by at::cpu / at::redispatch (or an alias), or by what a macro the tool cannot expand makes;
+    unqualified under a using-declaration or -directive of one or inside one; pieces of one as a call's arguments (a
+    macro the tool cannot see may paste them); a macro of the tree that may form one, which the file does not include."""
+    removed = gone["cpu"] | gone["redispatch"]
+    pieces = _pieces(removed)
+    stream = [(token.text, number) for number, line in _logical_lines(text) for token in cpp_macros.tokens(line)]
+    opened: list[list[str]] = []  # for each open brace, the namespaces it opened
+    naming: list[str] | None = None  # the names after `namespace`, until its `{`
+    calls: list[_ArgumentList] = []
+    for i, (token, line) in enumerate(stream):
+        before = stream[i - 1][0] if i else ""
+        if token == "namespace":
+            naming = []
+        elif token == "{":
+            opened.append(naming or [])
+            naming = None
+        elif token == "}" and opened:
+            opened.pop()
+        elif naming is not None and token in ("=", ";"):  # an alias or a using-directive, not a namespace
+            naming = None
+        elif naming is not None and token not in ("::", "inline"):
+            naming.append(token)
+        if token == "(":
+            if calls:
+                calls[-1].argument.append(token)
+            calls.append(_ArgumentList(before if _IDENTIFIER.fullmatch(before) else "", line))
+        elif token in (",", ")") and calls:
+            calls[-1].argument_ends(pieces)
+            if token == ")":
+                call = calls.pop()
+                pasted = len(call.pieces) > 1 and _pasted(call.pieces, removed)
+                if pasted and call.callee:
+                    yield call.line, f"pieces of {pasted} are arguments of {call.callee}(...), which the tool cannot expand: a macro may paste them; {JUDGED}"
+                if calls:
+                    calls[-1].pieces |= call.pieces
+        elif calls:
+            calls[-1].argument.append(token)
+        if token in unseen and (unseen[token][1].params is None or stream[i + 1 : i + 2] and stream[i + 1][0] == "("):
+            yield line, f"{token} is a macro of {unseen[token][0]} that may form a removed name, from a header the tool does not see this file include; {JUDGED}"
+        if token in removed:
+            place = _place(stream, i, expanded_on, context, gone, tuple(name for names in opened for name in names))
+            if place is not None:
+                yield place
+
+
+def _logical_lines(text: str) -> Iterator[tuple[int, str]]:
+    """(number, line) of each line of TEXT, a line ending with a backslash joined to the next (numbered as its first)."""
+    joined, first = "", 1
+    for number, line in enumerate(text.split("\n"), 1):
+        if line.endswith("\\"):
+            joined, first = joined + line[:-1] + " ", first if joined else number
+            continue
+        yield (first if joined else number), joined + line
+        joined = ""
+
+
+def _place(
+    stream: list[tuple[str, int]], i: int, expanded_on: dict[int, str], context: _Context, gone: dict[str, set[str]], enclosing: tuple[str, ...],
+) -> tuple[int, str] | None:
+    """(line, why) when the removed name at STREAM[i] may name a removed function."""
+    name, line = stream[i]
+    before = stream[i - 1][0] if i else ""
+    if before in (".", "->") or (before == "template" and i > 1 and stream[i - 2][0] in (".", "->")):
+        return None  # a member: t.mul(...)
+    if before == "::" and i > 1:
+        scope = stream[i - 2][0]
+        start = i - 2
+        while start > 1 and stream[start - 1][0] == "::" and _IDENTIFIER.fullmatch(stream[start - 2][0]):
+            start -= 2
+        first = stream[start][1]
+        if scope == ")":
+            return first, f"{name} qualified by what {_callee(stream, i - 2)}(...) makes, which the tool cannot expand; {JUDGED}"
+        namespace = context.namespace(scope)
+        if namespace is not None:
+            if name not in gone[namespace]:
+                return None
+            macro = next((expanded_on[n] for n in range(first, line + 1) if n in expanded_on), None)
+            if macro is not None:
+                return first, f"at::{namespace}::{name} once {macro} is expanded; {JUDGED}"
+            return first, f"{scope}::{name} may name at::{namespace}::{name}; {JUDGED}"
+        if _IDENTIFIER.fullmatch(scope) or scope == ">":
+            return None  # another namespace or a class
+    brought = context.namespace(context.using_names.get(name, ""))
+    under = [namespace for namespace in map(context.namespace, context.using_namespace) if namespace and name in gone[namespace]]
+    if brought is not None and name in gone[brought]:
+        return line, f"brought in by `using at::{brought}::{name};`; {JUDGED}"
+    if under:
+        return line, f"under `using namespace at::{under[0]};`; {JUDGED}"
+    if enclosing[:2] in (("at", "cpu"), ("at", "redispatch")) and name in gone[enclosing[1]]:
+        return line, f"inside namespace at::{enclosing[1]}; {JUDGED}"
+    return None
+
+
+def _callee(stream: list[tuple[str, int]], closing: int) -> str:
+    """The name before the argument list STREAM[closing] closes."""
+    depth = 0
+    for index in range(closing, -1, -1):
+        depth += (stream[index][0] == ")") - (stream[index][0] == "(")
+        if depth == 0:
+            return stream[index - 1][0] if index else ""
+    return ""
+
+
+def _forming_macros(macros: dict[str, list[tuple[str, cpp_macros.Macro]]], removed: set[str]) -> dict[str, tuple[str, cpp_macros.Macro]]:
+    """The tree's macros that may form or qualify a removed name, each with a file defining it: a body that names one,
+    names cpu or redispatch, pastes (##), puts a parameter beside `::`, or names such a macro."""
+    forming: dict[str, tuple[str, cpp_macros.Macro]] = {}
+
+    def forms(macro: cpp_macros.Macro) -> bool:
+        body = [token.text for token in macro.body]
+        params = set(macro.params or ())
+        beside = any("::" in pair and not params.isdisjoint(pair) for pair in zip(body, body[1:]))
+        return beside or not {*removed, *NAMESPACES, "##", *forming}.isdisjoint(body)
+
+    grown = True
+    while grown:
+        grown = False
+        for name, definitions in macros.items():
+            defining = next((definition for definition in definitions if name not in forming and forms(definition[1])), None)
+            if defining is not None:
+                forming[name] = defining
+                grown = True
+    return forming
+
+
+def _pieces(names: set[str]) -> set[str]:
+    """The pieces of the names of NAMES: their proper parts (`m`, `ul` of `mul`)."""
+    return {name[i:j] for name in names for i in range(len(name)) for j in range(i + 1, len(name) + 1) if j - i < len(name)}
+
+
+def _piece_words(names: set[str]) -> re.Pattern[str]:
+    return re.compile(rf"\b(?:{'|'.join(sorted(map(re.escape, _pieces(names)), key=len, reverse=True))})\b")
+
+
+def _pasted(pieces: set[str], names: set[str]) -> str | None:
+    """A name of NAMES that two or more of PIECES pasted together make (`m` ## `ul`), if any."""
+    for name in sorted(names):
+        made = [True] + [False] * len(name)  # made[end]: name[:end] is a row of pieces
+        for end in range(1, len(name) + 1):
+            made[end] = any(made[start] and end - start < len(name) and name[start:end] in pieces for start in range(end))
+        if made[-1]:
+            return name
+    return None
+
+
+def _sources_including(files: _Files, reached: set[str]) -> set[str]:
+    """For each file of REACHED that is compiled only as part of a source (a header, an .inl), the nearest source of
+    the tree that includes it (the first by name), unless a source of REACHED includes it already."""
+    added: set[str] = set()
+    for rel in sorted(reached):
+        if rel.endswith((*SOURCE_SUFFIXES, *CUDA_SUFFIXES)):
+            continue
+        level, seen, nearest = {rel}, {rel}, None
+        while level:
+            level = {includer for header in level for includer in files.included_by.get(header, ())} - seen
+            seen |= level
+            sources = sorted(s for s in level if s.endswith(SOURCE_SUFFIXES))
+            nearest = nearest or next(iter(sources), None)
+        compiled = reached | added
+        if nearest is not None and not any(s in compiled for s in seen - {rel} if s.endswith(SOURCE_SUFFIXES)):
+            added.add(nearest)
+    return added
 
 
 class _FileCallers:
@@ -228,24 +599,12 @@ class _FileCallers:
         named = node.parent if node.parent is not None and node.parent.type == "template_function" else node
         if named.parent is not None and named.parent.type == "qualified_identifier" and named.parent.child_by_field_name("name") == named:
             self._qualified(_outermost_qualified(named.parent), name, found)
-        elif node.type == "field_identifier" or _declares(node):
-            return  # a member (t.mul(...)), or a declaration of something of that name
-        else:
-            how = self._unqualified_reach(node, name)
-            if how is not None:
-                self._leftover(node, f"{how}; the tool does not rewrite it: the compile check after the bypass judges it", found, judged=True)
 
     def _qualified(self, qualified: Node, name: str, found: Callers) -> None:
         scope = re.sub(r"\s+", "", self.source.src.text(qualified)).removeprefix("::").rsplit("::", 1)[0]
         namespace = self._namespace_of(scope)
-        if namespace is None:
-            maybe = self.context.macros.get(scope) or next((n for n in NAMESPACES if scope.endswith(f"::{n}")), None)
-            if maybe is not None:
-                why = f"{scope}:: may name at::{maybe}; the tool does not rewrite it: the compile check after the bypass judges it"
-                self._leftover(qualified, why, found, judged=True)
-            return
-        if name not in self.gone[namespace]:
-            return
+        if namespace is None or name not in self.gone[namespace]:
+            return  # another function, or a spelling the net judges
         parent = qualified.parent
         why = f"{namespace}::{name} is gone after the bypass"
         if parent.type == "call_expression" and parent.child_by_field_name("function") == qualified:
@@ -255,32 +614,14 @@ class _FileCallers:
         else:
             replacements = None
         if replacements is None:
-            self._leftover(qualified, "not a call the tool can rewrite; edit it by hand", found)
+            found.leftovers.append(self._at(qualified, "not a call the tool can rewrite; edit it by hand"))
             return
         found.edits.extend(Edit(self.source.rel, start, end, text, why) for start, end, text in replacements)
         found.rewritten.append(self._at(qualified, f"at::{namespace}::{name}, which the bypass removed"))
 
     def _namespace_of(self, scope: str) -> str | None:
         """"cpu" or "redispatch" when SCOPE names at::cpu / at::redispatch (itself, or an alias of it)."""
-        scope = scope.removeprefix("at::")
-        return scope if scope in NAMESPACES else self.context.aliases.get(scope)
-
-    def _unqualified_reach(self, node: Node, name: str) -> str | None:
-        """How an unqualified NAME here may reach a removed function, or None when it cannot."""
-        enclosing = cpp_syntax.namespaces(node)
-        for namespace in NAMESPACES:
-            if enclosing[:2] == ("at", namespace) and name in self.gone[namespace]:
-                return f"inside namespace at::{namespace}"
-        brought_from = self.context.using_names.get(name)
-        if brought_from is not None and not (brought_from == "cpu" and name in self.functions):  # that declaration is rewritten
-            return f"brought in by `using at::{brought_from}::{name};`"
-        for namespace in self.context.using_namespace:
-            if name in self.gone[namespace]:
-                return f"under `using namespace at::{namespace};`"
-        macro = _enclosing_macro_call(node, self.context.macros)
-        if macro is not None:
-            return f"an argument of {macro}(...), a macro that names at::{self.context.macros[macro]}::"
-        return None
+        return self.context.namespace(scope.removeprefix("at::"))
 
     def _macro_body(self, node: Node, found: Callers) -> None:
         """A removed function spelled out in a macro's body: the tool does not rewrite macros."""
@@ -293,12 +634,9 @@ class _FileCallers:
                 line = node.start_point[0] + body.count("\n", 0, match.start())
                 found.leftovers.append(Leftover(self.source.rel, line + 1, self.lines[line], "in a macro's body; the tool does not rewrite macros: edit it by hand"))
 
-    def _leftover(self, node: Node, why: str, found: Callers, judged: bool = False) -> None:
-        found.leftovers.append(self._at(node, why, judged))
-
-    def _at(self, node: Node, why: str, judged: bool = False) -> Leftover:
+    def _at(self, node: Node, why: str) -> Leftover:
         line = node.start_point[0]
-        return Leftover(self.source.rel, line + 1, self.lines[line], why, judged_by_compile=judged)
+        return Leftover(self.source.rel, line + 1, self.lines[line], why)
 
 
 def _outermost_qualified(node: Node) -> Node:
@@ -307,50 +645,8 @@ def _outermost_qualified(node: Node) -> Node:
     return node
 
 
-def _declares(node: Node) -> bool:
-    """NODE names what a declaration declares (a function, a variable, a parameter)."""
-    parent = node.parent
-    if parent is None:
-        return False
-    return parent.type in ("reference_declarator", "pointer_declarator") or (
-        parent.type in _DECLARATORS and parent.child_by_field_name("declarator") == node
-    )
-
-
-def _enclosing_macro_call(node: Node, macros: dict[str, str]) -> str | None:
-    """The macro of MACROS whose invocation (parsed as a call) has NODE among its arguments."""
-    current = node.parent
-    while current is not None:
-        if current.type == "call_expression":
-            function = current.child_by_field_name("function")
-            if function is not None and function.type == "identifier" and cpp_syntax.text(function) in macros:
-                return cpp_syntax.text(function)
-        current = current.parent
-    return None
-
-
 def _word(names: set[str]) -> re.Pattern[str]:
     return re.compile(rf"\b({'|'.join(sorted(map(re.escape, names)))})\b")
-
-
-def _files_mentioning(tree: Tree, scan: _Scan, patterns: list[re.Pattern[str]]) -> list[str]:
-    """C++ files of the tree whose code (not comments or strings) matches a pattern; the raw text is searched
-    first, so only files that mention a name at all are kept and blanked."""
-    found = []
-    templates = tree.path(TEMPLATES)
-    for directory, subdirs, files in os.walk(tree.root):
-        subdirs[:] = sorted(d for d in subdirs if d not in SKIPPED_DIRS and os.path.join(directory, d) != str(templates))
-        for name in sorted(files):
-            if not name.endswith(CPP_SUFFIXES):
-                continue
-            rel = os.path.relpath(os.path.join(directory, name), tree.root).replace(os.sep, "/")
-            with open(os.path.join(directory, name), encoding="utf-8", errors="replace") as handle:
-                text = handle.read()
-            if any(p.search(text) for p in patterns):
-                scan.known(rel, text)
-                if any(p.search(scan.code(rel)) for p in patterns):
-                    found.append(rel)
-    return found
 
 
 def _rewrite(

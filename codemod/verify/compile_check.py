@@ -13,9 +13,10 @@ A file that does not compile is compiled again as it was before the bypass (the 
 were, the headers regenerated from the yaml and templates as they were, in the layout it compiled against after
 the bypass): errors it had already are not the bypass's, and the file is named as not compiled, "did not compile
 before the bypass"; only new errors fail the check, and one at a function the bypass removed is named as a caller
-left behind. An edited header counts as compiled when a compiled file read it, else it is compiled alone. Lines the
-bypass wrote inside a preprocessor branch g++ did not take are named, never counted as compiled; so is an edited
-template unless a compiled file included the header generated from it. A slim tree (a subset of the yaml), whose
+left behind. A header (an .inl, any file a source includes) counts as compiled when a compiled file read it (the
+plan names a source of the tree including each header that reached a removed function), else it is compiled alone.
+Lines the bypass wrote inside a preprocessor branch g++ did not take are named, never counted as compiled; so is an
+edited template unless a compiled file included the header generated from it. A slim tree (a subset of the yaml), whose
 regenerated headers cannot replace the installed torch's, takes its headers from a full tree's codegen
 (overlay_compile.py).
 
@@ -55,13 +56,12 @@ from codemod.capture import codegen, fromtorch
 from codemod.model import cache, cpp_syntax, exact_text, native_yaml, progress
 from codemod.model.errors import BadInput, VerificationFailed
 from codemod.model.tree import NATIVE_FUNCTIONS, TAGS, TEMPLATES, Tree
+from codemod.plan.callers import CPP_SUFFIXES, CUDA_SUFFIXES, SOURCE_SUFFIXES
 from codemod.plan.plan import Plan, combined_changes
 from codemod.verify import compiler, pch
 
-SOURCE_SUFFIXES = (".cpp", ".cc", ".cxx")
-HEADER_SUFFIXES = (".h", ".hpp", ".hh")
-CUDA_SUFFIXES = (".cu", ".cuh")
 JOBS = max(1, min(2, os.cpu_count() or 1))
+_SUFFIXES_GXX_KNOWS = (*SOURCE_SUFFIXES, ".h", ".hh", ".hpp", ".hxx", ".tcc")  # it reads others as C++ only with -x c++
 # What PyTorch compiles libtorch_cpu's sources with: C++20 (the installed headers need it), the
 # library's own export macro; AT_PER_OPERATOR_HEADERS stays undefined (but for a file that includes per-operator
 # headers), so files include the monolithic Functions.h / NativeFunctions.h that the regenerated headers hold.
@@ -201,10 +201,11 @@ def targets_of(plans: Sequence[Plan]) -> tuple[list[Target], list[str]]:
     """The C++ files to compile (those PLANS write, then those that reached a function they remove), and the
     edited templates (compiled only through what they generate)."""
     targets, templates = [], []
+    reached = {path for plan in plans for path in plan.reaching}
     for change in combined_changes(plans):
         if change.path.startswith(TEMPLATES + "/"):
             templates.append(change.path)
-        elif change.path.endswith((*SOURCE_SUFFIXES, *HEADER_SUFFIXES, *CUDA_SUFFIXES)):
+        elif change.path.endswith(CPP_SUFFIXES) or change.path in reached:  # reached: a file a C/C++ file includes, any name
             targets.append(Target(change.path, change.before))
     edited = {target.path for target in targets}
     reaching = dict.fromkeys(path for plan in plans for path in plan.reaching if path not in edited)
@@ -273,7 +274,7 @@ def check(
     targets, templates = targets_of(plans)
     run = _Run(tree, headers, before, removed_by(plans))
     sources = [t for t in targets if t.path.endswith(SOURCE_SUFFIXES)]
-    header_targets = [t for t in targets if t.path.endswith(HEADER_SUFFIXES)]
+    header_targets = [t for t in targets if not t.path.endswith((*SOURCE_SUFFIXES, *CUDA_SUFFIXES))]  # .h, .inl, ...
     # the largest first (a file's size stands for its compile time), so that the two jobs end close together
     largest_first = sorted(sources, key=lambda t: -tree.path(t.path).stat().st_size if tree.path(t.path).is_file() else 0)
     with ThreadPoolExecutor(max_workers=JOBS) as pool:
@@ -516,6 +517,8 @@ class _View:
         """The key of the GENERATED_PCH whose headers compiling RELATIVE reads (g++ -M: cheap beside the check); None
         when it reads not all of them, g++ cannot read its includes (its compile says why), or it is not compiled again
         (a record of its compile holds)."""
+        if not relative.endswith(_SUFFIXES_GXX_KNOWS):  # g++ -M reads a file by its suffix: an .inl it takes for a linker input
+            return None
         main = self._main(relative)
         if self._recorded(self._record(relative, main), _COMPILE_FIELDS) is not None:
             return None
@@ -657,7 +660,7 @@ def compile_command(tree: Tree, headers: Headers, relative: str, main: Path, fro
     quoted = [f"-iquote{root / here}" for root in (*fronts, tree.root)]
     api = tree.path("torch/csrc/api/include")  # a checkout's C++ frontend headers, as the installed torch has its own
     dirs = [headers.root, *(d for root in (*fronts, tree.root) for d in (root / "aten/src", root)), *([api] if api.is_dir() else [])]
-    language = ["-x", "c++"] if relative.endswith(HEADER_SUFFIXES) else []
+    language = [] if relative.endswith(SOURCE_SUFFIXES) else ["-x", "c++"]
     return [
         compiler.CXX, *flags, *kernel_flags, *quoted, *(f"-I{d}" for d in dirs), *_checkout_flags(tree, relative),
         *(f"-I{d}" for d in _installed_include_dirs()), *language, str(main),

@@ -117,6 +117,10 @@ def bypass(
                     say(f"verified: {line}")
                 for line in unchecked:
                     say(f"not compiled: {line}")
+            if applied and (no_verify or no_compile):  # g++ was to judge the spellings the tool does not rewrite
+                for line in _not_judged(plans, "--no-verify" if no_verify else "--no-compile"):
+                    say(f"not compiled: {line}")
+                    unchecked.append(line)
             if patch_file is not None:  # last: a failure above leaves no patch behind, and no file it was written over
                 _write_patch(patch_file, diff, " ".join(ops))
             if as_json:
@@ -237,6 +241,13 @@ def _check_fixed_point(tree: Tree, plan: Plan) -> None:
     if problem is not None:
         raise VerificationFailed(f"bypass {plan.op} is not a fixed point: {problem}")
     say(f"checked: planning {plan.op} again after the bypass finds {', '.join(plan.overloads)} manual, nothing to do")
+
+
+def _not_judged(plans: list[Plan], flag: str) -> list[str]:
+    """The files only g++ can judge (a spelling the tool does not rewrite may reach a removed function), when FLAG
+    skips g++."""
+    paths = sorted({leftover.path for plan in plans for leftover in plan.leftovers if leftover.judged_by_compile})
+    return [f"{', '.join(paths)}: {flag}: g++ did not judge whether they still reach a removed function"] if paths else []
 
 
 def _summary(tree: Tree, plan: Plan, applied: bool) -> None:
