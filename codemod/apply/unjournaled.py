@@ -11,7 +11,8 @@ import re
 import subprocess
 from pathlib import Path
 
-from codemod.apply import patch, scratch, transaction
+from codemod.apply import patch, scratch, targets, transaction
+from codemod.model import paths as model_paths
 from codemod.model.errors import BadInput, VerificationFailed
 from codemod.model.tree import NATIVE_SOURCES, TEMPLATES, Tree, inside
 from codemod.plan.cpp import MARKED_OP
@@ -44,8 +45,9 @@ def how_to_undo(tree: Tree, op: str, where: list[str]) -> str:
 
 def revert_with_patch(tree: Tree, op: str, patch_file: Path) -> list[str]:
     """Undo OP's patch PATCH_FILE in TREE after checking it is exactly the bypass of OP; the files restored."""
+    model_paths.regular_file(patch_file, "the patch of a bypass")
     try:
-        text = patch_file.read_text()
+        text = targets.without_patch_header(patch_file.read_text())
     except (OSError, UnicodeDecodeError) as error:
         raise BadInput(f"--patch {patch_file}: cannot read it ({error}); nothing was written")
     paths = _PATCHED_FILE.findall(text)

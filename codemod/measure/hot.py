@@ -236,8 +236,9 @@ def per_call_cost(tree: Tree, op: str) -> dict:
     torch version and cached in the build cache."""
     version = importlib.metadata.version("torch")
     cached = cache.cache_dir() / f"hot-cost-{op}-torch-{version}-timed.json"
-    if cached.is_file():
-        return json.loads(cached.read_text())
+    kept = cache.kept_json(cached, dict[str, object])  # None: none, truncated or corrupt, measured again
+    if kept is not None:
+        return kept
     executable = guarded_bench.build(tree, op).executable
     instructions = bench.count(executable, GUARDED_PATHS)[0]
     (timed,) = bench.wall_times(executable, (2,), GUARDED_PATHS)

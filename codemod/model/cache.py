@@ -13,12 +13,16 @@ import contextlib
 import fcntl
 import functools
 import hashlib
+import json
 import os
 import shutil
 import tempfile
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
+from typing import Any
+
+from codemod.model import json_file
 
 REPO = Path(__file__).resolve().parents[2]
 PACKAGE = REPO / "codemod"
@@ -75,6 +79,23 @@ def cached_build(entry: str, product: str, make: Callable[[Path], None]) -> tupl
     return out_dir, False
 
 
+def kept_json(path: Path, shape: object) -> Any | None:
+    """The JSON document the cache's file PATH holds, when it is whole and of SHAPE (a type hint, json_file.matches);
+    else None, and the caller makes it again and publishes it over this one: a missing, truncated or corrupt entry is
+    never trusted, never a crash."""
+    try:
+        document = json.loads(path.read_bytes())
+    except (OSError, ValueError, RecursionError):
+        return None
+    return document if json_file.matches(document, shape) else None
+
+
+def drop(entry: str) -> None:
+    """Remove the cache's directory ENTRY, found corrupt on read, under its lock: the next cached_build makes it again."""
+    with _locked(entry, fcntl.LOCK_EX) as lock:
+        _remove(cache_dir() / entry, lock)
+
+
 def publish_text(path: Path, text: str) -> None:
     """Write TEXT to PATH (a file of the cache) by one rename: a reader finds it whole or not at all."""
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -104,11 +125,16 @@ def evict(entries: Sequence[Path], keep: int) -> None:
     (made or used right now): moved out of sight first, so it is never seen half removed."""
     for entry in sorted(entries, key=_last_use, reverse=True)[keep:]:
         with contextlib.suppress(BlockingIOError), _locked(entry.name, fcntl.LOCK_EX | fcntl.LOCK_NB) as lock:
-            if entry.is_dir():  # else another process evicted it meanwhile
-                doomed = Path(tempfile.mkdtemp(prefix=".evicted-", dir=cache_dir()))
-                entry.rename(doomed / entry.name)
-                lock.unlink()  # after the rename: whoever opens it anew from here on finds no entry
-                shutil.rmtree(doomed, ignore_errors=True)
+            _remove(entry, lock)
+
+
+def _remove(entry: Path, lock: Path) -> None:
+    """ENTRY, its LOCK held exclusively, moved out of sight first, so it is never seen half removed."""
+    if entry.is_dir():  # else another process removed it meanwhile
+        doomed = Path(tempfile.mkdtemp(prefix=".evicted-", dir=cache_dir()))
+        entry.rename(doomed / entry.name)
+        lock.unlink()  # after the rename: whoever opens it anew from here on finds no entry
+        shutil.rmtree(doomed, ignore_errors=True)
 
 
 def _last_use(entry: Path) -> float:
