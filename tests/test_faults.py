@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from codemod.apply import targets
+from codemod.capture import codegen
 from codemod.capture.capture import Capture
 from codemod.model import cache
 from codemod.model.tree import DERIVATIVES, NATIVE_FUNCTIONS, NATIVE_SOURCES, Tree
@@ -185,3 +186,20 @@ def test_a_kept_entry_truncated_or_of_another_shape_is_never_trusted(tmp_path: P
     assert json.loads(kernels.read_text()) == [dataclasses.asdict(d) for d in found]  # and kept anew
     (tmp_path / "built.json").write_text('{"entry": "../../etc", "executable": true')
     assert compiler.recorded("built.json") is None
+
+
+def test_a_codegen_run_whose_kept_output_changed_is_run_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A kept codegen run (torchgen's, the autograd codegen's) is trusted only while its outputs have their bytes."""
+    monkeypatch.setenv("CODEMOD_BUILD_CACHE", str(tmp_path))
+    runs = []
+
+    def generate(out: Path) -> None:
+        runs.append(out)
+        (out / "ATen").mkdir()
+        (out / "ATen" / "Functions.h").write_text("// @generated, whole\n")
+
+    kept, cached = codegen._once("torchgen", ["the same inputs"], generate)
+    assert not cached and codegen._once("torchgen", ["the same inputs"], generate) == (kept, True)
+    (kept / "ATen" / "Functions.h").write_text("// @gene")  # truncated
+    assert codegen._once("torchgen", ["the same inputs"], generate) == (kept, False)
+    assert (kept / "ATen" / "Functions.h").read_text() == "// @generated, whole\n" and len(runs) == 2

@@ -79,6 +79,24 @@ def cached_build(entry: str, product: str, make: Callable[[Path], None]) -> tupl
     return out_dir, False
 
 
+def file_digest(path: Path) -> str:
+    """PATH's content hash, computed once per process while its inode, size and times stay the same (a run reads the
+    same headers and outputs many times)."""
+    info = path.stat()
+    return _digest_of(str(path), info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns)
+
+
+@functools.lru_cache(maxsize=1 << 15)
+def _digest_of(path: str, *_stat: int) -> str:
+    with open(path, "rb") as file:
+        return hashlib.file_digest(file, "sha256").hexdigest()
+
+
+def manifest(directory: Path, leaving: str) -> dict[str, str]:
+    """Every file under DIRECTORY but LEAVING, by its relative path: its content hash."""
+    return {p.relative_to(directory).as_posix(): file_digest(p) for p in sorted(directory.rglob("*")) if p.is_file() and p.name != leaving}
+
+
 def kept_json(path: Path, shape: object) -> Any | None:
     """The JSON document the cache's file PATH holds, when it is whole and of SHAPE (a type hint, json_file.matches);
     else None, and the caller makes it again and publishes it over this one: a missing, truncated or corrupt entry is

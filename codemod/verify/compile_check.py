@@ -613,12 +613,12 @@ class _View:
         for path in read:
             if front is not None and path.is_relative_to(front):
                 name = path.relative_to(front).as_posix()
-                tree_headers[name] = _file_digest(path)
+                tree_headers[name] = cache.file_digest(path)
             elif path.is_relative_to(self.tree.root) and not path.is_relative_to(self.headers.root):
                 name = self.tree.rel(path)
-                tree_headers[name] = _file_digest(path)
+                tree_headers[name] = cache.file_digest(path)
             else:
-                outside[str(path)] = _file_digest(path)
+                outside[str(path)] = cache.file_digest(path)
                 if path.is_relative_to(self.headers.root):
                     generated.append(path.relative_to(self.headers.root).as_posix())
                     continue
@@ -644,7 +644,7 @@ class _View:
             if text is None or hashlib.sha256(text).hexdigest() != digest:
                 return None
         for name, digest in deps["outside_tree"].items():
-            if not os.path.isfile(name) or _file_digest(Path(name)) != digest:
+            if not os.path.isfile(name) or cache.file_digest(Path(name)) != digest:
                 return None
         own_dirs = ("aten/src", "")
         shadowed = any(self.read(os.path.join(d, name)) is not None for name in deps["installed_headers"] for d in own_dirs)
@@ -657,19 +657,6 @@ _RECORD_FIELDS = {
     "operator_headers_elsewhere": list[str], "outside_tree": dict[str, str], "output": str, "shared": bool,
 }
 _DEPENDENCY_FIELDS = ("generated_headers", "tree_headers", "installed_headers", "operator_headers_elsewhere", "outside_tree")
-
-
-def _file_digest(path: Path) -> str:
-    """PATH's content hash, computed once per process while its inode, size and times stay (hundreds of system and
-    installed headers are read by every compile of a run)."""
-    info = path.stat()
-    return _digest_of(str(path), info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns)
-
-
-@functools.lru_cache(maxsize=1 << 14)
-def _digest_of(path: str, *_stat: int) -> str:
-    with open(path, "rb") as file:
-        return hashlib.file_digest(file, "sha256").hexdigest()
 
 
 def compile_command(tree: Tree, headers: Headers, relative: str, main: Path, front: Path | None = None, preprocess: bool = False) -> list[str]:
