@@ -80,15 +80,15 @@ FAULTS: dict[str, tuple[Callable[[Path, Path], dict[str, str] | None], tuple[str
     "compile_commands.json a FIFO": (lambda t, _: fifo_at(t / "compile_commands.json"), (), ("compile_commands.json: a FIFO, but it must be a compilation database",)),
     "-include of no file": (
         lambda t, beside: database(t, entry(t, "-include", str(beside / "gone.h"))), (),
-        ("gone.h: no such file, but it must be the header compile_commands.json gives", "with -include"),
+        ("gone.h: no such file, but it must be the header", "compile_commands.json gives", "with -include"),
     ),
     "-include of a FIFO": (
         lambda t, beside: fifo_at(beside / "forced.h", lambda: database(t, entry(t, "-include", str(beside / "forced.h")))), (),
-        ("forced.h: a FIFO, but it must be the header compile_commands.json gives",),
+        ("forced.h: a FIFO, but it must be the header", "compile_commands.json gives"),
     ),
     "-I of no directory": (
         lambda t, beside: database(t, entry(t, "-I", str(beside / "no-such-dir"))), (),
-        ("no-such-dir: not a directory, but compile_commands.json gives", "nothing was written"),
+        ("no-such-dir: not a directory, but", "compile_commands.json gives", "nothing was written"),
     ),
     "no g++ on PATH, the cache warm": (lambda _, beside: without_gxx(beside), (), ("g++: compiler not found", "nothing was written")),
     "derivatives.yaml a FIFO": (lambda t, _: fifo_at(t / DERIVATIVES), (), (f"{DERIVATIVES}: a FIFO, but it must be the autograd formulas file",)),

@@ -722,11 +722,12 @@ def _an_entry(entry: object) -> bool:
 
 
 def _compile_commands(root: Path) -> dict[str, tuple[str, ...]]:
-    for name in _COMPILE_COMMANDS:
-        path = root / name
-        if os.path.lexists(path):
-            return _compile_commands_of(root, path, paths.regular_file(path, "a compilation database").stat().st_mtime)
-    return {}
+    path = _compile_commands_file(root)
+    return {} if path is None else _compile_commands_of(root, path, paths.regular_file(path, "a compilation database").stat().st_mtime)
+
+
+def _compile_commands_file(root: Path) -> Path | None:
+    return next((root / name for name in _COMPILE_COMMANDS if os.path.lexists(root / name)), None)
 
 
 def preflight(tree: Tree, plans: Sequence[Plan]) -> None:
@@ -739,14 +740,14 @@ def preflight(tree: Tree, plans: Sequence[Plan]) -> None:
             prefix = next((prefix for prefix in _PATH_FLAGS if flag.startswith(prefix)), None)
             if prefix is None:
                 continue
-            named = Path(flag[len(prefix):])
-            what = f"the header compile_commands.json gives {target.path} with {prefix}"
+            named, database = Path(flag[len(prefix):]), _compile_commands_file(tree.root)
+            what = f"the header {database} gives {target.path} with {prefix}"
             if prefix == "-include":
                 paths.regular_file(named, what)
             elif not paths.name_checked(named, what).is_dir():
                 raise BadInput(
-                    f"{named}: not a directory, but compile_commands.json gives {target.path} {prefix} {named}; "
-                    "nothing was written: fix or remove compile_commands.json"
+                    f"{named}: not a directory, but {database} gives {target.path} {prefix} {named}; "
+                    f"nothing was written: fix or remove {database}"
                 )
 
 
