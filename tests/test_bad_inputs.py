@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from codemod.apply import transaction
+from codemod.apply import targets, transaction
 from codemod.apply.lock import LOCK_FILE
 from codemod.model.tree import DERIVATIVES, NATIVE_FUNCTIONS, NATIVE_SOURCES, TAGS, TEMPLATES
 from tests.conftest import OUTPUT_SCHEMA, REPO, TARGET_TREE, run_codemod, snapshot
@@ -91,8 +91,7 @@ def test_every_command_but_recover_refuses_while_a_transaction_is_unfinished(tre
 # Issue 18, item 4: the patch goes to a new file or over an earlier patch, outside the tree, and only at the end.
 @pytest.mark.parametrize("target, why", [
     ("missing-directory/mul.patch", "no directory {tmp}/missing-directory"),
-    ("/proc/version", "an existing file that is not a patch"),
-    ("notes.txt", "an existing file that is not a patch"),
+    ("notes.txt", "an existing file that codemod did not write"),
     ("linked.patch", "a hard link (2 names of one file)"),
     (f"TREE/{NATIVE_FUNCTIONS}", "a file of the tree"),
     (f"TREE/{NATIVE_SOURCES}/BinaryOps.cpp", "a file of the tree"),
@@ -102,7 +101,7 @@ def test_a_patch_that_would_destroy_a_file_stops_the_bypass_before_anything_is_w
     tree: Path, tmp_path: Path, target: str, why: str, mode: str
 ) -> None:
     (tmp_path / "notes.txt").write_text("my notes\n")
-    (tmp_path / "earlier.patch").write_text("diff --git a/x b/x\n")
+    (tmp_path / "earlier.patch").write_text(targets.PATCH_HEADER.format(command="bypass mul") + "diff --git a/x b/x\n")
     os.link(tmp_path / "earlier.patch", tmp_path / "linked.patch")
     patch = target.replace("TREE", str(tree)) if target.startswith(("TREE", "/")) else str(tmp_path / target)
     before, outside = state(tree), state(tmp_path)
@@ -119,9 +118,12 @@ def test_the_patch_is_written_only_once_everything_succeeded(tree: Path, tmp_pat
                             capture_output=True, text=True, cwd=REPO, env={**os.environ, "CXX": "false"})
     assert failed.returncode == 1 and "codemod: false " in failed.stderr and "(exit 1)" in failed.stderr, failed.stderr  # the compiler failed
     assert state(tree) == before and not patch.exists()
-    patch.write_text("diff --git a/x b/x\n")  # an earlier patch is written over
+    header = targets.PATCH_HEADER.format(command="bypass mul")
+    patch.write_text(header + "diff --git a/x b/x\n")  # an earlier patch of codemod's is written over
     dry = run_codemod("bypass", "mul", "--tree", str(tree), "--patch", str(patch), "--dry-run")
-    assert dry.returncode == 0 and patch.read_text() == dry.stdout and dry.stdout.startswith("diff --git a/"), dry.stderr
+    assert dry.returncode == 0 and patch.read_text() == header + dry.stdout and dry.stdout.startswith("diff --git a/"), dry.stderr
+    applied = subprocess.run(["git", "apply", "--check", str(patch)], cwd=tree, capture_output=True, text=True)
+    assert applied.returncode == 0, applied.stderr  # git apply reads past the header
     assert state(tree) == before
 
 
@@ -261,7 +263,7 @@ def test_a_full_disk_during_bypass_changes_nothing(tmp_path: Path, spare: int, w
 UNREADABLE = {
     "not UTF-8": (lambda path: path.write_bytes(b'{"format": "\xff\xfe"}'), "not UTF-8 (byte 12)"),
     "nested 200,000 deep": (lambda path: path.write_text("[" * 200_000), "JSON nested deeper than 64 levels"),
-    "a directory": (lambda path: path.mkdir(), "a directory, not a"),
+    "a directory": (lambda path: path.mkdir(), "a directory, but it must be a"),
     "truncated": (lambda path: path.write_text('{"format": '), "malformed JSON at line 1"),
 }
 

@@ -6,6 +6,7 @@
   writable. After the commit only what no check can foresee is left: a full disk, a kill.
 - codemod's own files, the state directory, the lock and the --patch file: a directory or a file of their own,
   never a symlink (the write would land where it points) nor a hard link (it would change the file's other names).
+  The --patch file is a new file or one codemod wrote (its first line is PATCH_HEADER's), never another file.
 """
 from __future__ import annotations
 
@@ -15,13 +16,16 @@ import stat
 from collections.abc import Iterable
 from pathlib import Path
 
+from codemod.model import paths
 from codemod.model.errors import BadInput
 from codemod.model.tree import inside
 
 STATE_DIR = ".codemod"  # the journals, the transaction log
 LOCK_FILE = ".codemod.lock"
-# A file `git apply` or `patch` reads: an earlier patch may be written over, nothing else.
-_PATCH = re.compile(rb"^(diff --git |--- )", re.MULTILINE)
+# The first line of every --patch file: what codemod writes over (its own earlier patch), and nothing else. `git apply`
+# and `patch -p1` read past it, as past an email's text before the diff.
+PATCH_HEADER = "# codemod {command}: written by --patch; git apply and patch -p1 read past this line\n"
+_OWN_PATCH = re.compile(rb"# codemod (bypass|revert) [\w. ]{1,4000}: written by --patch; git apply and patch -p1 read past this line\n")
 
 
 def temporary(target: Path) -> Path:
@@ -80,7 +84,8 @@ def _not_own_file(path: Path, info: os.stat_result, what: str) -> str | None:
 
 def check_patch_file(root: Path, patch: Path) -> None:
     """The --patch file: a new file, or an earlier patch outside the tree; never a file of the tree, a file that is
-    not a patch, nor anything in codemod's own state."""
+    codemod wrote, nor anything in codemod's own state."""
+    paths.regular_file(patch, "the patch, a new file or one codemod wrote", missing_ok=True)
     resolved = patch.resolve()
     if resolved.is_relative_to(root / STATE_DIR) or resolved == root / LOCK_FILE:
         _refuse_patch(patch, f"inside {root / STATE_DIR if resolved != root / LOCK_FILE else resolved}, codemod's own state")
@@ -92,12 +97,19 @@ def check_patch_file(root: Path, patch: Path) -> None:
         problem = _not_own_file(resolved, resolved.lstat(), "the patch")
         if problem:
             _refuse_patch(patch, problem)
-        head = resolved.read_bytes()[:1 << 16]
-        if head and not _PATCH.search(head):
-            _refuse_patch(patch, "an existing file that is not a patch")
+        with resolved.open("rb") as existing:
+            head = existing.readline(1 << 13)
+        if head and not _OWN_PATCH.fullmatch(head):
+            _refuse_patch(patch, "an existing file that codemod did not write (its first line is not codemod's patch header)")
     for candidate in (resolved, resolved.parent) if resolved.exists() else (resolved.parent,):
         if not os.access(candidate, os.W_OK):
             _refuse_patch(patch, f"{candidate} is not writable")
+
+
+def without_patch_header(text: str) -> str:
+    """TEXT, a patch, without the PATCH_HEADER line a --patch file begins with."""
+    head, _, rest = text.partition("\n")
+    return rest if _OWN_PATCH.fullmatch(f"{head}\n".encode()) else text
 
 
 def _writable(path: Path) -> None:
@@ -120,4 +132,4 @@ def _refuse(path: Path, why: str) -> None:
 
 
 def _refuse_patch(patch: Path, why: str) -> None:
-    raise BadInput(f"--patch {patch}: {why}; nothing was written: pass --patch a new file outside the tree, or an earlier patch")
+    raise BadInput(f"--patch {patch}: {why}; nothing was written: pass --patch a new file outside the tree, or a patch codemod wrote")

@@ -12,7 +12,8 @@ import subprocess
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from codemod.apply import patch, scratch, transaction
+from codemod.apply import patch, scratch, targets, transaction
+from codemod.model import paths as model_paths
 from codemod.model.errors import BadInput, VerificationFailed
 from codemod.model.tree import NATIVE_SOURCES, TEMPLATES, Tree, inside
 from codemod.plan.cpp import MARKED_OP
@@ -49,8 +50,9 @@ def revert_with_patch(tree: Tree, op: str, patch_file: Path) -> list[str]:
     """Undo OP's patch PATCH_FILE in TREE after checking it is exactly the bypass of OP; the files restored."""
     from codemod.plan.plan import FileChange  # the planner and the yaml model: only this path of `status` needs them
 
+    model_paths.regular_file(patch_file, "the patch of a bypass")
     try:
-        text = patch_file.read_text()
+        text = targets.without_patch_header(patch_file.read_text())
     except (OSError, UnicodeDecodeError) as error:
         raise BadInput(f"--patch {patch_file}: cannot read it ({error}); nothing was written")
     paths = _PATCHED_FILE.findall(text)

@@ -104,7 +104,11 @@ class Capture:
 
     @classmethod
     def from_json(cls, data: str) -> Capture:
-        raw = json.loads(data)
+        return cls.from_raw(json.loads(data))
+
+    @classmethod
+    def from_raw(cls, raw: dict) -> Capture:
+        """The Capture of a JSON document of to_json's shape."""
         for key in ("functions", "methods"):
             raw[key] = tuple(ApiFunction(**item) for item in raw[key])
         for key in ("meta_structs", "native_structs", "cpu_helpers", "cpu_scaffolding", "ufunc_sources"):
@@ -124,9 +128,10 @@ def capture(tree: Tree, op: str, before_yaml: str, after_yaml: str, overloads: t
     it reads (only a capture whose check passed is kept): the same inputs are not captured twice."""
     kept = cache.cache_dir() / f"capture-{op}-{cache.digest(*_inputs(tree, op, before_yaml, after_yaml, overloads))[:20]}.json"
     step = f"capture: torchgen on the entries of {op}, as they are and as the bypass leaves them"
-    if kept.is_file():
+    raw = cache.kept_json(kept, Capture)  # None: none, truncated or corrupt, captured again
+    if raw is not None:
         progress.kept(step)
-        return Capture.from_json(kept.read_text())
+        return Capture.from_raw(raw)
     captured = _captured(tree, op, before_yaml, after_yaml, overloads, step)
     cache.publish_text(kept, captured.to_json())
     return captured

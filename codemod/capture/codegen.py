@@ -168,18 +168,25 @@ def kept_aten(tree: Tree, source_dir: Path, *extra: str, scratch_paths: dict[Pat
     return _once("torchgen", ["torchgen.gen", "-d ATen", *extra, *inputs, *torchgen_code(tree)], generate)
 
 
-_RAN_CLEAN = ".ran-clean"  # what cache.cached_build finds in an entry: written once the run ended clean
+# What cache.cached_build finds in an entry, written once the run ended clean: the content hash of each of its outputs.
+_RAN_CLEAN = ".ran-clean.json"
 
 
 def _once(kind: str, inputs: list[bytes | str], generate: Callable[[Path], None]) -> tuple[Path, bool]:
     """The build cache's entry of a run on INPUTS, made by GENERATE(its directory) unless a clean run of the same
-    inputs made it before (a failing run keeps nothing), and whether one had."""
+    inputs made it before (a failing run keeps nothing), and whether one had. A kept entry is trusted only when every
+    output has the bytes the run left: else it is dropped and the run made again."""
 
     def make(scratch: Path) -> None:
         generate(scratch)
-        (scratch / _RAN_CLEAN).touch()
+        (scratch / _RAN_CLEAN).write_text(json.dumps(cache.manifest(scratch, _RAN_CLEAN)))
 
-    return cache.cached_build(f"{kind}-{cache.digest(*inputs)[:20]}", _RAN_CLEAN, make)
+    entry = f"{kind}-{cache.digest(_RAN_CLEAN, *inputs)[:20]}"
+    kept, cached = cache.cached_build(entry, _RAN_CLEAN, make)
+    if cached and cache.kept_json(kept / _RAN_CLEAN, dict[str, str]) != cache.manifest(kept, _RAN_CLEAN):
+        cache.drop(entry)  # an output truncated, changed or gone
+        kept, cached = cache.cached_build(entry, _RAN_CLEAN, make)
+    return kept, cached
 
 
 def torchgen_code(tree: Tree) -> list[bytes | str]:

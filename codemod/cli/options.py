@@ -13,7 +13,7 @@ import click
 from codemod.apply import journal, transaction
 from codemod.cli import children
 from codemod.cli.group import complain
-from codemod.model import op_name, progress
+from codemod.model import op_name, paths, progress
 from codemod.model.errors import EXIT_OK, BadInput, CodemodError
 from codemod.model.tree import Tree, locate, trees_below
 
@@ -68,7 +68,7 @@ def run(action, finishes_transactions: bool = False) -> None:
         with children.owned():
             tree_root = ctx.params.get("tree_root")
             if tree_root is not None and not finishes_transactions:
-                transaction.refuse_if_interrupted(Path(tree_root).resolve())
+                transaction.refuse_if_interrupted(paths.name_checked(Path(tree_root).absolute(), "--tree").resolve())
             action()
     except (CodemodError, children.Interrupted) as error:
         message = str(error) if isinstance(error, CodemodError) else (

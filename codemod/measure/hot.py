@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import TextIO
 
 from codemod.measure import bench, guarded_bench, profile_script
-from codemod.model import cache, json_file
+from codemod.model import cache, json_file, paths
 from codemod.model.errors import BadInput, CodemodError
 from codemod.model.native_yaml import op_name
 from codemod.model.tree import Tree
@@ -88,8 +88,7 @@ def profile(script: Path, args: tuple[str, ...], output: TextIO) -> dict:
     it on SIGINT or SIGTERM), its output passed through (stdout to OUTPUT, stderr to ours); its trace. Only the
     script is waited for: processes it leaves running are its own, as under python. A script that fails is bad
     input (exit 2): its traceback shown above, the message names the script's line it raised from."""
-    if not script.is_file():
-        raise BadInput(f"{script}: no such script")
+    paths.regular_file(script, "the Python script to profile")
     with tempfile.TemporaryDirectory(prefix="codemod-hot-") as scratch:
         trace_path, failure_path = Path(scratch) / "trace.json", Path(scratch) / "failure.json"
         command = [sys.executable, profile_script.__file__, str(trace_path), str(failure_path), str(script), *args]
@@ -241,8 +240,9 @@ def per_call_cost(tree: Tree, op: str) -> dict:
     torch version and cached in the build cache."""
     version = importlib.metadata.version("torch")
     cached = cache.cache_dir() / f"hot-cost-{op}-torch-{version}-timed.json"
-    if cached.is_file():
-        return json.loads(cached.read_text())
+    kept = cache.kept_json(cached, dict[str, object])  # None: none, truncated or corrupt, measured again
+    if kept is not None:
+        return kept
     executable = guarded_bench.build(tree, op).executable
     instructions = bench.count(executable, GUARDED_PATHS)[0]
     (timed,) = bench.wall_times(executable, (2,), GUARDED_PATHS)

@@ -22,6 +22,9 @@ import tempfile
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
+from typing import Any
+
+from codemod.model import json_file
 
 REPO = Path(__file__).resolve().parents[2]
 PACKAGE = REPO / "codemod"
@@ -92,6 +95,41 @@ def made_under() -> dict[str, str | None]:
     return {"torch": torch, "python": sys.version.split()[0]}
 
 
+def file_digest(path: Path) -> str:
+    """PATH's content hash, computed once per process while its inode, size and times stay the same (a run reads the
+    same headers and outputs many times)."""
+    info = path.stat()
+    return _digest_of(str(path), info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns)
+
+
+@functools.lru_cache(maxsize=1 << 15)
+def _digest_of(path: str, *_stat: int) -> str:
+    with open(path, "rb") as file:
+        return hashlib.file_digest(file, "sha256").hexdigest()
+
+
+def manifest(directory: Path, leaving: str) -> dict[str, str]:
+    """Every file under DIRECTORY but LEAVING, by its relative path: its content hash."""
+    return {p.relative_to(directory).as_posix(): file_digest(p) for p in sorted(directory.rglob("*")) if p.is_file() and p.name != leaving}
+
+
+def kept_json(path: Path, shape: object) -> Any | None:
+    """The JSON document the cache's file PATH holds, when it is whole and of SHAPE (a type hint, json_file.matches);
+    else None, and the caller makes it again and publishes it over this one: a missing, truncated or corrupt entry is
+    never trusted, never a crash."""
+    try:
+        document = json.loads(path.read_bytes())
+    except (OSError, ValueError, RecursionError):
+        return None
+    return document if json_file.matches(document, shape) else None
+
+
+def drop(entry: str) -> None:
+    """Remove the cache's directory ENTRY, found corrupt on read, under its lock: the next cached_build makes it again."""
+    with _locked(entry, fcntl.LOCK_EX) as lock:
+        _remove(cache_dir() / entry, lock)
+
+
 def publish_text(path: Path, text: str) -> None:
     """Write TEXT to PATH (a file of the cache) by one rename: a reader finds it whole or not at all."""
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -121,11 +159,16 @@ def evict(entries: Sequence[Path], keep: int) -> None:
     (made or used right now): moved out of sight first, so it is never seen half removed."""
     for entry in sorted(entries, key=_last_use, reverse=True)[keep:]:
         with contextlib.suppress(BlockingIOError), _locked(entry.name, fcntl.LOCK_EX | fcntl.LOCK_NB) as lock:
-            if entry.is_dir():  # else another process evicted it meanwhile
-                doomed = Path(tempfile.mkdtemp(prefix=".evicted-", dir=cache_dir()))
-                entry.rename(doomed / entry.name)
-                lock.unlink()  # after the rename: whoever opens it anew from here on finds no entry
-                shutil.rmtree(doomed, ignore_errors=True)
+            _remove(entry, lock)
+
+
+def _remove(entry: Path, lock: Path) -> None:
+    """ENTRY, its LOCK held exclusively, moved out of sight first, so it is never seen half removed."""
+    if entry.is_dir():  # else another process removed it meanwhile
+        doomed = Path(tempfile.mkdtemp(prefix=".evicted-", dir=cache_dir()))
+        entry.rename(doomed / entry.name)
+        lock.unlink()  # after the rename: whoever opens it anew from here on finds no entry
+        shutil.rmtree(doomed, ignore_errors=True)
 
 
 def _last_use(entry: Path) -> float:

@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import stat
 import types
 import typing
 from pathlib import Path
 
+from codemod.model import paths
 from codemod.model.errors import BadInput
 
 # codemod's own formats nest a few levels (a journal's capture: 4); a profiler trace's events a few more.
@@ -21,10 +21,9 @@ MAX_BYTES = 1 << 30  # a journal holds the files it changed: tens of MB for many
 
 def read(path: Path, what: str, then: str) -> object:
     """PATH's JSON document. WHAT names the format in an error ("journal"), THEN says what to do about it."""
+    paths.regular_file(path, f"a {what}")
     try:
         info = path.stat()
-        if not stat.S_ISREG(info.st_mode):
-            raise _Unreadable("a directory" if stat.S_ISDIR(info.st_mode) else "not a regular file")
         if info.st_size > MAX_BYTES:
             raise _Unreadable(f"{info.st_size:,} bytes, more than {what} can hold")
         data = path.read_bytes()

@@ -11,6 +11,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from codemod.model import paths
 from codemod.model.errors import BadInput
 
 NATIVE_FUNCTIONS = "aten/src/ATen/native/native_functions.yaml"
@@ -63,7 +64,7 @@ class Tree:
 def locate(root: str | os.PathLike[str]) -> Tree:
     """The tree holding ROOT: ROOT itself or its nearest parent with the operator schema file, as git finds
     its work tree from a subdirectory. Validated at the edge: every file the pipeline reads must exist."""
-    given = Path(root).resolve()
+    given = paths.name_checked(Path(root).absolute(), "--tree").resolve()
     if not given.is_dir():
         raise BadInput(f"{root}: no such directory; pass --tree the root of a PyTorch checkout")
     resolved = next((d for d in (given, *given.parents) if (d / NATIVE_FUNCTIONS).exists()), None)  # a directory there is refused below
@@ -76,9 +77,10 @@ def locate(root: str | os.PathLike[str]) -> Tree:
                 f"{path}: missing ({what}); "
                 "--tree must point at the root of a PyTorch checkout"
             )
-        if path.is_dir() != (relative == TEMPLATES):
-            kind = "a directory" if path.is_dir() else "not a directory"
-            raise BadInput(f"{path}: {kind}, but it must be {what}; put the real one there and run again")
+        if relative == TEMPLATES and not path.is_dir():
+            raise BadInput(f"{path}: not a directory, but it must be {what}; put the real one there and run again")
+        if relative != TEMPLATES:
+            paths.regular_file(path, what)
     return Tree(
         root=resolved,
         has_own_torchgen=(resolved / "torchgen" / "gen.py").is_file(),

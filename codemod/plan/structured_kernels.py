@@ -69,8 +69,9 @@ def _kept_definitions_in(rel: str, data: bytes) -> list[KernelDefinition]:
     """definitions_in, kept in the build cache by the file's path and bytes, the parser and our code: a source is
     parsed and its macros expanded once, not by every `ops`, `explain` and `bypass`."""
     kept = cache.cache_dir() / "kernels" / f"{cache.digest(rel, data, *cpp_syntax.parser_versions(), cache.own_code())[:24]}.json"
-    if kept.is_file():
-        return [KernelDefinition(**fields) for fields in json.loads(kept.read_text())]
+    raw = cache.kept_json(kept, list[KernelDefinition])  # None: none, truncated or corrupt, parsed again
+    if raw is not None:
+        return [KernelDefinition(**fields) for fields in raw]
     found = definitions_in(rel, data)
     cache.publish_text(kept, json.dumps([asdict(definition) for definition in found]))
     return found

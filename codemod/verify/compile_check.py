@@ -53,7 +53,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from codemod.capture import codegen, fromtorch
-from codemod.model import cache, cpp_syntax, exact_text, native_yaml, progress
+from codemod.model import cache, cpp_syntax, exact_text, json_file, native_yaml, paths, progress
 from codemod.model.errors import BadInput, VerificationFailed
 from codemod.model.tree import NATIVE_FUNCTIONS, TAGS, TEMPLATES, Tree
 from codemod.plan.callers import CPP_SUFFIXES, CUDA_SUFFIXES, SOURCE_SUFFIXES
@@ -253,7 +253,7 @@ def slim_tree(tree: Tree) -> str | None:
 @functools.lru_cache(maxsize=1)
 def _compiler_identity() -> str:
     if shutil.which(compiler.CXX) is None:
-        raise BadInput(f"{compiler.CXX}: compiler not found (set CXX); verification compiles the edited sources")
+        raise BadInput(f"{compiler.CXX}: compiler not found (set CXX, or pass --no-compile); verification compiles the edited sources, so nothing was written")
     return subprocess.run([compiler.CXX, "--version"], capture_output=True, text=True).stdout
 
 
@@ -606,22 +606,25 @@ class _View:
     def _dependencies(self, deps_file: Path) -> dict:
         """What a compile read (g++ -MD) besides the compiled file: the regenerated headers by name, the tree's
         headers by content hash, the installed torch's by path (a tree header of that path would shadow it), and of
-        the last two, the per-operator headers torchgen generated (a checkout's build, the installed torch's)."""
+        the last two, the per-operator headers torchgen generated (a checkout's build, the installed torch's); every
+        file outside the tree (the regenerated and installed headers, the system's, one compile_commands.json
+        force-includes) by its path and content hash."""
         text = deps_file.read_text().replace("\\\n", " ") if deps_file.is_file() else ":"
-        paths = [Path(name) for name in text.split(":", 1)[1].split()[1:]]
+        read = [Path(name) for name in text.split(":", 1)[1].split()[1:]]
         front = self._front()
-        generated, tree_headers, installed, operator_headers = [], {}, [], []
-        for path in paths:
-            if path.is_relative_to(self.headers.root):
-                generated.append(path.relative_to(self.headers.root).as_posix())
-                continue
+        generated, tree_headers, installed, operator_headers, outside = [], {}, [], [], {}
+        for path in read:
             if front is not None and path.is_relative_to(front):
                 name = path.relative_to(front).as_posix()
-                tree_headers[name] = hashlib.sha256(path.read_bytes()).hexdigest()
-            elif path.is_relative_to(self.tree.root):
+                tree_headers[name] = cache.file_digest(path)
+            elif path.is_relative_to(self.tree.root) and not path.is_relative_to(self.headers.root):
                 name = self.tree.rel(path)
-                tree_headers[name] = hashlib.sha256(path.read_bytes()).hexdigest()
+                tree_headers[name] = cache.file_digest(path)
             else:
+                outside[str(path)] = cache.file_digest(path)
+                if path.is_relative_to(self.headers.root):
+                    generated.append(path.relative_to(self.headers.root).as_posix())
+                    continue
                 # the deepest include directory holding it: the name it was included by
                 name = next((path.relative_to(d).as_posix() for d in reversed(_installed_include_dirs()) if path.is_relative_to(d)), "")
                 installed += [name] if name else []
@@ -629,24 +632,34 @@ class _View:
                 operator_headers.append(name)
         return {
             "generated_headers": generated, "tree_headers": tree_headers, "installed_headers": installed,
-            "operator_headers_elsewhere": operator_headers,
+            "operator_headers_elsewhere": operator_headers, "outside_tree": outside,
         }
 
     def _recorded(self, record: Path, fields: tuple[str, ...]) -> dict | None:
-        """The outcome of a compile (or preprocessing) of the same inputs, holding FIELDS, if every tree header it read
-        still has the same bytes here and none now shadows an installed header it read; else None."""
-        if not record.is_file():
-            return None
-        deps = json.loads(record.read_text())
-        if not set(fields) <= deps.keys():  # written before these were recorded
-            return None
+        """The outcome of a compile (or preprocessing) of the same inputs, holding FIELDS, if the record is whole (else
+        it is dropped: compiled again, recorded anew), every file it read, in the tree or outside it, still has the same
+        bytes, and no tree header now shadows an installed header it read; else None."""
+        deps = cache.kept_json(record, dict[str, object])  # None: none, or truncated or corrupt
+        if deps is None or not all(json_file.matches(deps.get(f), _RECORD_FIELDS[f]) for f in (*_DEPENDENCY_FIELDS, *fields)):
+            return None  # not of this shape, or written before some field was recorded
         for name, digest in deps["tree_headers"].items():
             text = self.read(name)
             if text is None or hashlib.sha256(text).hexdigest() != digest:
                 return None
+        for name, digest in deps["outside_tree"].items():
+            if not os.path.isfile(name) or cache.file_digest(Path(name)) != digest:
+                return None
         own_dirs = ("aten/src", "")
         shadowed = any(self.read(os.path.join(d, name)) is not None for name in deps["installed_headers"] for d in own_dirs)
         return None if shadowed else deps
+
+
+# A record's fields and their shapes: what every record holds (_DEPENDENCY_FIELDS), and what a compile's or a check's adds.
+_RECORD_FIELDS = {
+    "generated_headers": list[str], "tree_headers": dict[str, str], "installed_headers": list[str],
+    "operator_headers_elsewhere": list[str], "outside_tree": dict[str, str], "output": str, "shared": bool,
+}
+_DEPENDENCY_FIELDS = ("generated_headers", "tree_headers", "installed_headers", "operator_headers_elsewhere", "outside_tree")
 
 
 def compile_command(tree: Tree, headers: Headers, relative: str, main: Path, front: Path | None = None, preprocess: bool = False) -> list[str]:
@@ -680,27 +693,65 @@ def _checkout_flags(tree: Tree, relative: str) -> tuple[str, ...]:
 
 @functools.lru_cache(maxsize=4)
 def _compile_commands_of(root: Path, path: Path, mtime: float) -> dict[str, tuple[str, ...]]:
-    """compile_commands.json at PATH: the kept flags of each file under ROOT, paths made absolute."""
-    try:
-        entries = json.loads(path.read_text())
-    except (OSError, ValueError) as error:
-        raise BadInput(f"{path}: not a compilation database ({error}); fix or remove it") from None
+    """compile_commands.json at PATH: the kept flags of each file under ROOT, paths made absolute; a database that is
+    not a list of entries, each a `directory`, a `file` and its `arguments` (or a `command` a shell splits), is refused
+    in one line naming the entry."""
+    entries = json_file.read(path, "compilation database", "fix or remove it")
+    if not isinstance(entries, list):
+        raise BadInput(f"{path}: not a compilation database (a JSON list of entries); fix or remove it")
     found = {}
-    for entry in entries if isinstance(entries, list) else []:
-        directory = Path(entry.get("directory", root))
-        arguments = entry.get("arguments") or shlex.split(entry.get("command", ""))
-        source = (directory / entry.get("file", "")).resolve()
+    for index, entry in enumerate(entries):
+        where = f"{path}: entry {index}"
+        if not _an_entry(entry):
+            raise BadInput(f"{where}: not an object of `directory` and `file` strings with `arguments` (strings) or `command`; fix or remove it")
+        try:
+            arguments = entry["arguments"] if "arguments" in entry else shlex.split(entry["command"])
+        except ValueError as error:  # an unclosed quote
+            raise BadInput(f"{where}: its command cannot be split as a shell would ({error}); fix or remove it") from None
+        directory = Path(root, entry["directory"])
+        source = (directory / entry["file"]).resolve()
         if source.is_relative_to(root):
             found[source.relative_to(root).as_posix()] = _kept_flags(arguments, directory)
     return found
 
 
+def _an_entry(entry: object) -> bool:
+    """Whether ENTRY has the shape of a compilation database's entry (the fields read here; others are allowed)."""
+    if not (isinstance(entry, dict) and isinstance(entry.get("directory"), str) and isinstance(entry.get("file"), str)):
+        return False
+    if "arguments" in entry:
+        return json_file.matches(entry["arguments"], list[str])
+    return isinstance(entry.get("command"), str)
+
+
 def _compile_commands(root: Path) -> dict[str, tuple[str, ...]]:
-    for name in _COMPILE_COMMANDS:
-        path = root / name
-        if path.is_file():
-            return _compile_commands_of(root, path, path.stat().st_mtime)
-    return {}
+    path = _compile_commands_file(root)
+    return {} if path is None else _compile_commands_of(root, path, paths.regular_file(path, "a compilation database").stat().st_mtime)
+
+
+def _compile_commands_file(root: Path) -> Path | None:
+    return next((root / name for name in _COMPILE_COMMANDS if os.path.lexists(root / name)), None)
+
+
+def preflight(tree: Tree, plans: Sequence[Plan]) -> None:
+    """What the compile after writing reads besides the tree's files, read and checked before the first write (a
+    refusal then writes nothing): the compiler, compile_commands.json, and every path the flags it gives a file to
+    compile name (a force-included header a regular file, an include directory a directory)."""
+    _compiler_identity()
+    for target in targets_of(plans)[0]:
+        for flag in _checkout_flags(tree, target.path):
+            prefix = next((prefix for prefix in _PATH_FLAGS if flag.startswith(prefix)), None)
+            if prefix is None:
+                continue
+            named, database = Path(flag[len(prefix):]), _compile_commands_file(tree.root)
+            what = f"the header {database} gives {target.path} with {prefix}"
+            if prefix == "-include":
+                paths.regular_file(named, what)
+            elif not paths.name_checked(named, what).is_dir():
+                raise BadInput(
+                    f"{named}: not a directory, but {database} gives {target.path} {prefix} {named}; "
+                    f"nothing was written: fix or remove {database}"
+                )
 
 
 def _kept_flags(arguments: list[str], directory: Path) -> tuple[str, ...]:

@@ -13,6 +13,7 @@ import importlib.metadata
 import importlib.util
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -20,9 +21,10 @@ import sysconfig
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypedDict
 
 from codemod.model import progress
-from codemod.model.cache import REPO, cache_dir, cached_build, digest, keep_failed, publish_text
+from codemod.model.cache import REPO, cache_dir, cached_build, digest, keep_failed, kept_json, publish_text
 from codemod.model.errors import BadInput, VerificationFailed
 from codemod.verify import pch
 
@@ -54,10 +56,9 @@ class Built:
 def recorded(name: str) -> Built | None:
     """The Built `record` kept under NAME, as a cache hit; None when there is none or the cache no longer
     holds what it built."""
-    kept = cache_dir() / name
-    if not kept.is_file():
+    fields = kept_json(cache_dir() / name, _Record)
+    if fields is None or not _ENTRY_NAME.fullmatch(fields["entry"]):  # none, truncated, corrupt: built again
         return None
-    fields = json.loads(kept.read_text())
     out_dir = cache_dir() / fields.pop("entry")
     executable = out_dir / EXECUTABLE if fields.pop("executable") else None
     module_name = fields.pop("module")
@@ -65,6 +66,20 @@ def recorded(name: str) -> Built | None:
     if not all(product.is_file() for product in (executable, module) if product is not None):
         return None
     return Built(executable, out_dir / SOURCE, cached=True, seconds=0.0, module=module, **fields)
+
+
+class _Record(TypedDict):
+    """What `record` keeps of a Built."""
+
+    entry: str
+    executable: bool
+    module: str | None
+    key: str
+    cpp_checks: bool
+    timed_call: str
+
+
+_ENTRY_NAME = re.compile(r"[\w.-]{1,200}")  # a directory of the cache, never a path leading elsewhere
 
 
 def record(name: str, built: Built) -> None:

@@ -154,11 +154,19 @@ def op_samples(group: Group, op: str) -> OpSamples:
         except (pickle.PicklingError, TypeError, AttributeError):
             raise _Unpicklable(made) from None
 
+    entry = f"samples-{key}"
     try:
-        kept, _ = cache.cached_build(f"samples-{key}", _SAMPLES, make)
+        kept, cached = cache.cached_build(entry, _SAMPLES, make)
+        try:
+            return torch.load(kept / _SAMPLES, weights_only=False)  # our own file, found by its content's key
+        except (OSError, EOFError, RuntimeError, pickle.UnpicklingError):
+            if not cached:
+                raise
+        cache.drop(entry)  # kept truncated or corrupt: made again
+        kept, _ = cache.cached_build(entry, _SAMPLES, make)
     except _Unpicklable as refused:
         return refused.made
-    return torch.load(kept / _SAMPLES, weights_only=False)  # our own file, found by its content's key
+    return torch.load(kept / _SAMPLES, weights_only=False)
 
 
 _SAMPLES = "samples.pt"

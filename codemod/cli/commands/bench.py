@@ -9,7 +9,7 @@ from codemod.cli import report
 from codemod.cli.options import OP_ARGUMENT, TREE_OPTION, run, say, wants_json
 from codemod.measure import bench as bench_step
 from codemod.measure import guarded_bench
-from codemod.model import progress
+from codemod.model import paths, progress
 from codemod.model.tree import locate
 from codemod.verify import build as build_step
 
@@ -57,6 +57,8 @@ def bench(
 
     def action() -> None:
         pyplot = bench_step.pyplot() if plot_file is not None else None
+        if plot_file is not None:
+            paths.regular_file(plot_file, "the plot, an image file", missing_ok=True)
         tree = locate(tree_root)
         if guarded:
             with progress.step(f"build: compile {op}'s plain and guarded bypasses against the installed libtorch"):

@@ -19,7 +19,7 @@ from codemod.model import op_name, progress
 from codemod.model.errors import BadInput, CodemodError, VerificationFailed
 from codemod.model.tree import Tree, locate
 from codemod.plan.plan import Plan, combined_changes, make_plan
-from codemod.verify import fixed_point
+from codemod.verify import compile_check, fixed_point
 from codemod.verify.verify import Ahead, codegen_ahead, verify
 
 
@@ -81,6 +81,8 @@ def bypass(
                     except review.Quit:
                         prompt_text("quit: nothing written")
                         return
+                if not (dry_run or check or no_verify or no_compile):  # what the compile after writing reads, checked first
+                    compile_check.preflight(tree, plans)
                 building = not (dry_run or check or no_verify or no_build)
                 # the codegen's verdicts on the planned bytes, on the core the build or the fixed point leaves free
                 with codegen_ahead(tree, plans, threads=1 if building or check else 2) if not no_verify else contextlib.nullcontext() as verdicts:
@@ -135,7 +137,7 @@ def bypass(
 def _write_patch(patch_file: Path, diff: str, op: str) -> None:
     """After everything succeeded, to a place targets.check_patch_file accepted before anything was done."""
     try:
-        patch_file.write_text(diff)
+        patch_file.write_text(targets.PATCH_HEADER.format(command=f"bypass {op}") + diff)
     except OSError as error:  # a full disk
         raise BadInput(f"{patch_file}: cannot write the patch of `bypass {op}` ({error.strerror}); write it again with `--dry-run --patch`")
 

@@ -10,7 +10,7 @@ from codemod.cli import catalog, report
 from codemod.cli.options import TREE_OPTION, run, say, wants_json
 from codemod.measure import bench as bench_step
 from codemod.measure import hot as hot_step
-from codemod.model import progress
+from codemod.model import paths, progress
 from codemod.model.errors import BadInput
 from codemod.model.tree import locate
 
@@ -48,6 +48,8 @@ def hot(
             raise BadInput("give SCRIPT.py [ARGS] or --trace TRACE.json, one of the two")
         tree = locate(tree_root)
         pyplot = bench_step.pyplot() if plot_file is not None else None
+        if plot_file is not None:
+            paths.regular_file(plot_file, "the plot, an image file", missing_ok=True)
         if trace_file is not None:
             trace = hot_step.read_trace(trace_file)
             source = {"script": None, "args": [], "trace": str(trace_file)}
