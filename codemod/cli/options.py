@@ -11,8 +11,8 @@ from pathlib import Path
 import click
 
 from codemod.apply import journal, transaction
-from codemod.cli import catalog, children, report
-from codemod.cli.group import complain
+from codemod.cli import boundary, catalog, children, report
+from codemod.cli.group import TREE_STATE, complain
 from codemod.model import op_name, progress
 from codemod.model.errors import EXIT_OK, BadInput, CodemodError
 from codemod.model.tree import NATIVE_FUNCTIONS, Tree, locate
@@ -39,10 +39,12 @@ def run(action, json_command: str | None = None, finishes_transactions: bool = F
     (as JSON too, for a --json command); on SIGINT or SIGTERM, end its children and exit 128 + the signal.
 
     A command on a tree first refuses (exit 2) while a transaction there is unfinished, unless it is the
-    one that FINISHES_TRANSACTIONS (`recover`)."""
+    one that FINISHES_TRANSACTIONS (`recover`). The tree and its journals' state at the start are kept for the
+    line an unexpected exception becomes (group.py, boundary.py)."""
     try:
         with children.owned():
             tree_root = click.get_current_context().params.get("tree_root")
+            _note_tree(tree_root)
             if tree_root is not None and not finishes_transactions:
                 transaction.refuse_if_interrupted(Path(tree_root).resolve())
             action()
@@ -52,6 +54,16 @@ def run(action, json_command: str | None = None, finishes_transactions: bool = F
         complain(message, json_command, error.exit_code)
         sys.exit(error.exit_code)
     sys.exit(EXIT_OK)
+
+
+def _note_tree(tree_root: Path | None) -> None:
+    """Keep the command's tree (if it has one) and its journals' state now, for boundary.one_line."""
+    try:
+        root = locate(tree_root).root if tree_root is not None else None
+    except (CodemodError, OSError):  # the command says why in its own words
+        return
+    if root is not None:
+        click.get_current_context().find_root().meta[TREE_STATE] = (root, boundary.snapshot(root))
 
 
 def _completion_tree() -> Tree:
