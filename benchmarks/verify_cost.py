@@ -19,7 +19,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from tests.conftest import pristine_copy
+from codemod.apply.journal import pristine_copy
 
 REPO = Path(__file__).resolve().parent.parent
 

@@ -17,11 +17,8 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from codemod.apply import journal, transaction
-from codemod.apply.lock import LOCK_FILE
+from codemod.apply.journal import pristine_copy
 from codemod.cli.report import SCHEMA
-from codemod.model.errors import VerificationFailed
-from codemod.model.tree import locate
 
 REPO = Path(__file__).resolve().parent.parent
 USERS_TARGET_TREE = REPO / "target_tree"  # as the user left it: read only through pristine_copy
@@ -77,22 +74,6 @@ def snapshot(root: Path) -> dict[str, bytes]:
         for p in sorted(root.rglob("*"))
         if p.is_file() and "__pycache__" not in p.parts
     }
-
-
-def pristine_copy(source: Path, destination: Path) -> Path:
-    """DESTINATION: SOURCE with every bypass its journals record reverted (newest first), an interrupted one
-    finished first, and no codemod state left."""
-    shutil.copytree(source, destination, symlinks=True, ignore=shutil.ignore_patterns(LOCK_FILE, "__pycache__"))
-    transaction.recover(destination)
-    copy = locate(destination)
-    newest_first = [entry.op for entry in reversed(journal.bypassed(copy))]
-    if newest_first:
-        try:
-            journal.revert(copy, newest_first)
-        except VerificationFailed:  # the user edited a bypass's lines: the recorded bytes win
-            journal.revert(copy, newest_first, force=True)
-    shutil.rmtree(destination / journal.JOURNAL_DIR, ignore_errors=True)
-    return destination
 
 
 def _session_pristine_tree() -> Path:

@@ -364,3 +364,64 @@ def test_what_the_trees_codegen_refuses_is_refused_before_writing(tree: Path, sp
     for command in commands:
         refused(run_codemod(*command, "--tree", str(tree)), message)
     assert state(tree) == before
+
+
+def test_a_non_utf8_derivatives_yaml_is_one_line_for_explain(tree: Path) -> None:
+    """Issue 26: a traceback."""
+    with (tree / DERIVATIVES).open("ab") as derivatives:
+        derivatives.write(b"# \xff\n")
+    refused(run_codemod("explain", "mul", "--tree", str(tree)), f"{DERIVATIVES}:", "not valid UTF-8")
+
+
+def with_env(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "codemod", *args], capture_output=True, text=True, cwd=REPO,
+                          env={**os.environ, **env}, check=False)
+
+
+def internal_error(result: subprocess.CompletedProcess[str], *words: str) -> Path:
+    """The one line an unexpected exception becomes (exit 3), holding WORDS; the log file it names."""
+    assert result.returncode == 3, result.stderr
+    (line,) = [line for line in result.stderr.splitlines() if line.startswith("codemod: ")]
+    assert line == result.stderr.rstrip("\n").splitlines()[-1] and "Traceback" not in result.stderr, result.stderr
+    for word in words:
+        assert word in line, line
+    log = Path(line.split("the traceback is in ")[1].split(": please report it")[0])
+    try:
+        assert "Traceback (most recent call last)" in log.read_text() and "RuntimeError: test hook" in log.read_text()
+    finally:
+        log.unlink()
+    return log
+
+
+def test_an_unexpected_exception_is_one_line_naming_the_state_of_the_tree(tree: Path) -> None:
+    """Issue 26 §2, through the real commands: an exception nothing expects (transaction.RAISE_ENV) after the tree
+    was written, at its commit point, and as the JSON error object."""
+    raise_at = transaction.RAISE_ENV
+    bypassed = with_env("bypass", "mul", "--tree", str(tree), *FAST, **{raise_at: "applied"})
+    internal_error(bypassed, "internal error in `codemod bypass` (RuntimeError: test hook",
+                   f"mul is bypassed and unverified: `codemod revert mul --tree {tree}` undoes it")
+    halfway = with_env("revert", "mul", "--tree", str(tree), "--json", **{raise_at: "commit"})
+    internal_error(halfway, f"{tree} is part-way through a change: `codemod recover --tree {tree}` finishes it")
+    error = json.loads(halfway.stdout)
+    OUTPUT_SCHEMA.validate(error)
+    assert error["command"] == "revert" and error["exit_code"] == 3
+    assert run_codemod("recover", "--tree", str(tree)).returncode == 0
+    assert not (tree / transaction.STATE_DIR).exists()
+
+
+def test_a_temporary_file_a_killed_run_left_is_named_by_status_and_removed_by_the_next_locking_command(tree: Path) -> None:
+    """Issue 26 §7: a bypass killed before its commit point left `.codemod/..gitignore.codemod-tmp`, and nothing
+    named it."""
+    before = state(tree)
+    for writes in range(1, 16):
+        killed = with_env("bypass", "mul", "--tree", str(tree), *FAST, **{transaction.CRASH_ENV: str(writes)})
+        assert killed.returncode == transaction.CRASH_EXIT, killed.stderr
+        if transaction.strays(tree):
+            break
+    (stray,) = transaction.strays(tree)
+    assert not (tree / transaction.LOG).exists()
+    status = run_codemod("status", "--tree", str(tree))
+    assert f"{stray}: a temporary file a killed run left; `codemod recover --tree {tree}` removes it" in status.stdout
+    (tree / LOCK_FILE).unlink()  # the killed run's, stale
+    assert run_codemod("revert", "mul", "--tree", str(tree)).returncode == 0  # not bypassed: said, exit 0
+    assert state(tree) == before

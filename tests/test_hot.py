@@ -219,9 +219,10 @@ def test_a_script_that_raises_exits_2_with_its_traceback_and_the_line_it_raised_
 
 BACKGROUND_AND_OUTPUT = """
     import os, subprocess, sys, torch
-    lingering = subprocess.Popen(["sleep", "120"])
+    lingering = subprocess.Popen(["sleep", "311"])
+    escaped = subprocess.Popen(["sleep", "311"], start_new_session=True)  # out of the script's process group
     with open(sys.argv[1], "w") as pids:
-        pids.write(f"{os.getpid()} {lingering.pid}")
+        pids.write(f"{os.getpid()} {lingering.pid} {escaped.pid}")
     print("the script's own output", flush=True)
     sys.stdout.buffer.write(b"not utf-8: \\xff\\xfe\\n")
     sys.stdout.flush()
@@ -230,10 +231,11 @@ BACKGROUND_AND_OUTPUT = """
 """
 
 
-def test_hot_waits_for_the_script_alone_and_passes_its_output_through(tmp_path: Path) -> None:
-    """Issue 18: a script that leaves `sleep 120` running returns at once under python, but hot waited for the
-    sleep; the script's output was swallowed, and bytes that are not UTF-8 made a traceback. Output goes to files
-    here: a pipe stays open while the sleep holds it, whoever waits for it."""
+def test_hot_waits_for_the_script_alone_ends_what_it_left_and_passes_its_output_through(tmp_path: Path) -> None:
+    """Issue 18: a script that leaves `sleep 311` running returns at once under python, but hot waited for the
+    sleep (this test would take its 311 s); the script's output was swallowed, and bytes that are not UTF-8 made a
+    traceback. Issue 26: the sleeps outlived hot; now none does, even one in a session of its own. Output goes to
+    files here: a pipe stays open while a sleep holds it, whoever waits for it."""
     script = write_script(tmp_path, "background.py", BACKGROUND_AND_OUTPUT)
     pids = tmp_path / "pids"
     for as_json in (False, True):
@@ -241,11 +243,11 @@ def test_hot_waits_for_the_script_alone_and_passes_its_output_through(tmp_path: 
         with out.open("wb") as stdout, err.open("wb") as stderr:
             run = subprocess.run([sys.executable, "-m", "codemod", "hot", str(script), str(pids), "--tree", str(TARGET_TREE),
                                   "--no-measure", *(["--json"] if as_json else [])], stdout=stdout, stderr=stderr, cwd=REPO)
-        script_pid, sleep_pid = map(int, pids.read_text().split())
-        try:
-            assert alive(sleep_pid), "hot waited for the script's lingering child, not for the script"
-        finally:
-            os.kill(sleep_pid, signal.SIGTERM)
+        script_pid, *sleeps = map(int, pids.read_text().split())
+        left = [pid for pid in sleeps if alive(pid)]
+        for pid in left:
+            os.kill(pid, signal.SIGKILL)
+        assert not left, "a process the profiled script started outlived hot"
         assert run.returncode == 0, err.read_bytes().decode(errors="replace")
         assert not alive(script_pid)
         output = b"the script's own output\nnot utf-8: \xff\xfe\n"
@@ -285,6 +287,24 @@ def test_sigterm_ends_the_profiled_script_and_what_it_started(tmp_path: Path) ->
     OUTPUT_SCHEMA.validate(error)
     assert error["exit_code"] == 143 and error["error"].startswith("interrupted by SIGTERM")
     assert "codemod: interrupted by SIGTERM" in (tmp_path / "err").read_text()
+
+
+@pytest.mark.parametrize(("events", "said"), [
+    ([[1, 2]], "is an array, not an object"),
+    ([{"ph": "X", "cat": "cpu_op", "name": "aten::mul"}], "has no `ts`, not a number"),
+    ([{"ph": "X", "cat": "cpu_op", "name": 5, "ts": 1}], "has `name` the number 5, not a string"),
+    ([{"ph": "X", "cat": "cpu_op", "name": "aten::mul", "ts": 1, "args": 5}], "has `args` the number 5, not an object"),
+    ([{"ph": "X", "cat": ["cpu_op"], "name": "aten::mul", "ts": 1}], "has `cat` an array, not a string"),
+    ([{"ph": "X", "cat": "cpu_op", "name": "aten::mul", "ts": 1, "args": {"Input type": [["float"]]}}],
+     "has `args.Input type` an array, not a list of strings"),
+])
+def test_a_malformed_trace_is_refused_in_one_line(tmp_path: Path, events: list, said: str) -> None:
+    """Issue 26: each of these made a traceback."""
+    trace = tmp_path / "trace.json"
+    trace.write_text(json.dumps({"traceEvents": [{"ph": "M", "name": "process_name"}, *events]}))
+    run = run_codemod("hot", "--trace", str(trace), "--tree", str(TARGET_TREE), "--no-measure")
+    assert run.returncode == 2 and run.stderr.count("\n") == 1, run.stderr
+    assert run.stderr.startswith(f"codemod: {trace}: event 1 of `traceEvents` {said}"), run.stderr
 
 
 def test_script_runs_as_python_would_run_it(tmp_path: Path) -> None:

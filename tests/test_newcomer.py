@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from codemod.apply import journal
+from codemod.apply.journal import pristine_copy
 from codemod.capture.capture import Capture
 from codemod.measure import bench, guarded_ext
 from codemod.model.errors import VerificationFailed
@@ -21,7 +22,7 @@ from codemod.model.tree import NATIVE_SOURCES, TEMPLATES, locate
 from codemod.plan import cpp_format
 from codemod.verify import build, captured, harness
 from codemod.verify.compiler import torch_dir
-from tests.conftest import FIXTURES, OUTPUT_SCHEMA, REPO, pristine_copy, run_codemod, snapshot
+from tests.conftest import FIXTURES, OUTPUT_SCHEMA, REPO, run_codemod, snapshot
 
 README = (REPO / "README.md").read_text()
 CODEMOD = [sys.executable, "-m", "codemod"]
@@ -46,6 +47,21 @@ def test_the_tests_tree_is_pristine_whatever_the_user_left(tree: Path, tmp_path:
     binary_ops = tree / NATIVE_SOURCES / "BinaryOps.cpp"
     binary_ops.write_text(binary_ops.read_text().replace("op.meta(self, other);", "op.meta(self, other); // mine", 1))
     assert snapshot(pristine_copy(tree, tmp_path / "copy")) == snapshot(target_tree)
+
+
+def test_tree_from_torch_takes_its_sources_as_they_were_before_any_bypass(tree: Path, tmp_path: Path, target_tree: Path) -> None:
+    """Issue 26: from-torch's default sources are the clone's target_tree/, which the README's first command leaves
+    bypassed; DEST got the bypassed BinaryOps.cpp and `.codemod/mul.json` beside the wheel's unbypassed yaml."""
+    assert run_codemod("bypass", "mul", "--tree", str(tree), "--no-verify").returncode == 0
+    before = snapshot(tree)
+    dest = tmp_path / "full"
+    made = run_codemod("tree", "from-torch", str(dest), "--sources", str(tree))
+    assert made.returncode == 0, made.stderr
+    assert snapshot(tree) == before  # only read
+    assert not (dest / journal.JOURNAL_DIR).exists()
+    binary_ops = f"{NATIVE_SOURCES}/BinaryOps.cpp"
+    assert (dest / binary_ops).read_bytes() == (target_tree / binary_ops).read_bytes()
+    assert run_codemod("status", "--tree", str(dest)).stdout == f"no op is bypassed in {dest}\n"
 
 
 def test_ci_runs_the_readmes_two_commands_in_order_then_the_tutorial_path() -> None:

@@ -17,6 +17,7 @@ from collections.abc import Callable
 
 import pytest
 import torch
+from torchgen.model import FunctionSchema
 
 from codemod.cli import catalog
 from codemod.model.errors import VerificationFailed
@@ -201,3 +202,17 @@ def test_opinfo_samples_are_kept_so_a_second_check_imports_no_op_db(tmp_path) ->
         assert [c.source for c in calls] == [c.source for c in second.calls[dtype]]
         for made, kept in zip(calls, second.calls[dtype]):
             torch.testing.assert_close(kept.arguments, made.arguments, rtol=0, atol=0, equal_nan=True)
+
+
+def test_a_sample_generator_that_raises_is_skipped_and_named() -> None:
+    """Issue 26: real bmm's OpInfo sample generator raises in int64 (`random_ expects 'from' to be less than 'to'`),
+    which crashed the bypass. The samples it made before are used, the rest named in the check's summary."""
+    parse = FunctionSchema.parse
+    bmm = samples.Group(samples.Overload("bmm", parse("bmm(Tensor self, Tensor mat2) -> Tensor")), None,
+                        samples.Overload("bmm.out", parse("bmm.out(Tensor self, Tensor mat2, *, Tensor(a!) out) -> Tensor(a!)")))
+    made = samples.op_samples(bmm, "bmm")
+    assert torch.int64 in made.dtypes and made.calls[torch.int64] and made.calls[torch.float32]
+    (skipped,) = made.skipped
+    assert re.fullmatch(r"OpInfo bmm\S* int64 samples from \d+ on \(RuntimeError: random_ expects 'from' to be less than 'to'.*\)", skipped)
+    report = opinfo_check.CheckReport("bmm", [samples.dtype_name(d) for d in made.dtypes], skipped_samples=list(made.skipped))
+    assert report.summary().endswith(f"; OpInfo samples skipped, their generator raised: {skipped}")

@@ -19,6 +19,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import shutil
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, TypedDict
@@ -29,7 +30,7 @@ from codemod.apply.transaction import STATE_DIR, Transaction
 from codemod.capture.capture import Capture
 from codemod.model import json_file, op_name
 from codemod.model.errors import BadInput, VerificationFailed
-from codemod.model.tree import NATIVE_FUNCTIONS, Tree, inside
+from codemod.model.tree import NATIVE_FUNCTIONS, Tree, inside, locate
 
 if TYPE_CHECKING:
     from codemod.plan.plan import OpEntries, Plan
@@ -283,6 +284,22 @@ def revert(tree: Tree, ops: list[str], force: bool = False) -> list[Reverted]:
     ]
     transaction.run(tree.root, Transaction(f"revert {' '.join(ops)}", tuple(writes), tuple(remove_dirs)))
     return reverted
+
+
+def pristine_copy(source: Path, destination: Path) -> Path:
+    """DESTINATION: SOURCE (a tree) with every bypass its journals record reverted (newest first), an interrupted
+    one finished first, and no codemod state left. SOURCE is only read."""
+    shutil.copytree(source, destination, symlinks=True, ignore=shutil.ignore_patterns(LOCK_FILE, "__pycache__"))
+    transaction.recover(destination)
+    copy = locate(destination)
+    newest_first = [entry.op for entry in reversed(bypassed(copy))]
+    if newest_first:
+        try:
+            revert(copy, newest_first)
+        except VerificationFailed:  # the user edited a bypass's lines: the recorded bytes win
+            revert(copy, newest_first, force=True)
+    shutil.rmtree(destination / JOURNAL_DIR, ignore_errors=True)
+    return destination
 
 
 class _Refused(Exception):

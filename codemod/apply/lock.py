@@ -4,6 +4,7 @@ The lock is `flock` on the file, which the kernel drops when its holder dies:
 a lock file left by a killed process (a stale lock, its pid dead) is simply
 taken over. The file holds the holder's pid, for the message the second
 process prints before it exits 2; the holder deletes the file when it is done.
+Taking the lock removes the temporary files a killed run left (transaction.strays).
 """
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from codemod.apply import transaction
 from codemod.apply.targets import LOCK_FILE, check_own_file
 from codemod.model.errors import BadInput
 from codemod.model.tree import Tree
@@ -20,10 +22,12 @@ from codemod.model.tree import Tree
 
 @contextmanager
 def held(tree: Tree) -> Iterator[None]:
+    """The tree's lock, for the block; taking it removes the temporary files a killed run left (transaction.strays)."""
     path = tree.root / LOCK_FILE
     descriptor = _acquire(path)
     try:
         _write_pid(path, descriptor)
+        transaction.remove_strays(tree.root)
         yield
     finally:
         path.unlink(missing_ok=True)

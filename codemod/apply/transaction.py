@@ -8,9 +8,11 @@ and the log is deleted last. A process killed before the commit leaves the tree
 as it was (at most a stray temporary log, which `recover` deletes); killed after
 it, `recover` replays the log, which is idempotent, so the tree ends fully changed.
 
-Test hook: CODEMOD_CRASH_AFTER_WRITES=N makes the process die (os._exit, no
+Test hooks: CODEMOD_CRASH_AFTER_WRITES=N makes the process die (os._exit, no
 clean-up, as a kill would) right after its N-th filesystem mutation: a file
-written, renamed or deleted, a directory made or removed.
+written, renamed or deleted, a directory made or removed. CODEMOD_RAISE_AT=commit
+(or =applied) raises an exception nothing expects right after the commit point (or
+once the transaction is applied), for the CLI's boundary (cli/boundary.py) to say.
 """
 from __future__ import annotations
 
@@ -36,6 +38,7 @@ STATE_GITIGNORE = f"{STATE_DIR}/.gitignore"
 FORMAT = "codemod-transaction/1"
 CRASH_ENV = "CODEMOD_CRASH_AFTER_WRITES"
 CRASH_EXIT = 86  # what a crashed test run exits with, so a test can tell it from an error
+RAISE_ENV = "CODEMOD_RAISE_AT"
 _COMMAND = re.compile(r"(bypass|revert) [\w. ]{1,4000}")  # what `run` records: named in messages, so one line
 
 _mutations = itertools.count(1)
@@ -106,7 +109,15 @@ def run(root: Path, transaction: Transaction) -> None:
     except OSError as error:
         _rmdir_if_empty(root / STATE_DIR)
         raise BadInput(f"{error.filename}: {error.strerror}; nothing was changed in {root}: fix that and run again")
+    _raise_if_asked("commit")
     _replay_or_explain(root, transaction)
+    _raise_if_asked("applied")
+
+
+def _raise_if_asked(point: str) -> None:
+    """The test hook RAISE_ENV: an exception no caller expects, at POINT."""
+    if os.environ.get(RAISE_ENV) == point:
+        raise RuntimeError(f"test hook {RAISE_ENV}={point}")
 
 
 def _replay_or_explain(root: Path, transaction: Transaction) -> None:
@@ -160,6 +171,23 @@ def discard(root: Path) -> Path | None:
         _remove_state_dir_if_unused(root)
         return log
     raise BadInput(f"{log}: the log can be replayed, so it is not dropped; run `codemod recover --tree {root}` to finish it")
+
+
+def strays(root: Path) -> list[Path]:
+    """The temporary files a killed run left in ROOT's state directory (the log's, a journal's, the .gitignore's
+    before its rename; one beside a tree file is only left after the commit, and the replay rewrites it)."""
+    state = root / STATE_DIR
+    if state.is_symlink() or not state.is_dir():  # refused by check_state_dir, in the command's own words
+        return []
+    return sorted(path for path in state.glob(".*.codemod-tmp") if path.is_file() and not path.is_symlink())
+
+
+def remove_strays(root: Path) -> None:
+    """Remove strays(ROOT), and the state directory if nothing else is left in it. Only under the tree's lock: no
+    other codemod is writing them."""
+    for stray in strays(root):
+        _unlink(stray)
+    _remove_state_dir_if_unused(root)
 
 
 def _log(root: Path) -> Path:

@@ -2,9 +2,10 @@
 
 The wheel ships the codegen inputs (schema yaml, templates, autograd codegen,
 torchgen) but no native .cpp sources; those come from `native_sources`, a slim
-tree such as our `target_tree/`. The result looks like a checkout to `locate`:
-it has its own `torchgen/` and `tools/autograd/`. The torchgen is the installed
-one, or another release's, taken from its wheel file or an extracted `torchgen/`.
+tree such as our `target_tree/`, as it was before any bypass. The result looks
+like a checkout to `locate`: it has its own `torchgen/` and `tools/autograd/`.
+The torchgen is the installed one, or another release's, taken from its wheel
+file or an extracted `torchgen/`.
 """
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ import tempfile
 import zipfile
 from pathlib import Path
 
+from codemod.apply.targets import LOCK_FILE, STATE_DIR
 from codemod.model.errors import BadInput
 from codemod.model.tree import NATIVE_FUNCTIONS, TAGS, TEMPLATES
 
@@ -100,10 +102,19 @@ def write_tree_from_torch(dest: Path, native_sources: Path, torchgen_from: Path 
 
 
 def _write(dest: Path, native_sources: Path, torchgen: Path) -> None:
+    """The native sources as they were before any bypass: a tree codemod changed (the README's first command
+    leaves our target_tree/ bypassed) is copied from a scratch copy with its bypasses reverted, and no journal,
+    lock or transaction log of codemod's is ever copied."""
+    if (native_sources / STATE_DIR).exists():
+        from codemod.apply import journal  # it imports the capture, which imports this module
+
+        with tempfile.TemporaryDirectory(prefix="codemod-sources-") as scratch:
+            _write(dest, journal.pristine_copy(native_sources, Path(scratch) / "sources"), torchgen)
+        return
     write_codegen_inputs(dest, torchgen)
     for source in sorted(native_sources.rglob("*")):
         relative = source.relative_to(native_sources).as_posix()
-        if not source.is_file() or "__pycache__" in source.parts or is_wheel_provided(relative):
+        if not source.is_file() or "__pycache__" in source.parts or is_wheel_provided(relative) or relative == LOCK_FILE:
             continue
         target = dest / relative
         target.parent.mkdir(parents=True, exist_ok=True)

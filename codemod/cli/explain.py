@@ -9,6 +9,7 @@ import textwrap
 
 from codemod.capture import capture as capture_step
 from codemod.capture.capture import Capture
+from codemod.model import exact_text
 from codemod.model.native_yaml import OpGroup, cpu_kernel, split_entries, split_lines
 from codemod.model.tree import DERIVATIVES, NATIVE_FUNCTIONS, Tree
 from codemod.plan import cpp as plan_cpp
@@ -107,7 +108,7 @@ def _call_paths(tree: Tree, op: str, group: OpGroup, captured: Capture) -> dict:
 
 
 def _formula_line(tree: Tree, overload: str) -> str:
-    text = tree.path(DERIVATIVES).read_text()
+    text = exact_text.read(tree, DERIVATIVES)
     for entry in split_entries(DERIVATIVES, split_lines(text), DERIVATIVES_ENTRY):
         if entry.name == overload:
             return f"formula of {overload}, {DERIVATIVES}:{entry.first_line + 1}"

@@ -6,6 +6,7 @@ command's module."""
 from __future__ import annotations
 
 import difflib
+import errno
 import importlib
 import sys
 from collections.abc import Iterator, Mapping
@@ -32,6 +33,7 @@ class CommandGroup(click.Group):
     click's usage, hint and error lines; with --json on the line, the JSON error object too."""
 
     def resolve_command(self, ctx: click.Context, args: list[str]):
+        ctx.find_root().meta[_INVOKED] = f"{ctx.command_path} {args[0]}"  # loading it may fail: boundary.one_line names it
         name, command, rest = super().resolve_command(ctx, args)
         ctx.find_root().meta[_INVOKED] = f"{ctx.command_path} {name}"  # the parser's errors do not all carry their command
         return name, command, rest
@@ -63,9 +65,29 @@ class CommandGroup(click.Group):
             if ctx.parent is not None:
                 raise
             _usage_error(error, ctx.meta.get(_ARGS, []), ctx.meta.get(_INVOKED, ctx.command_path))
+        except (click.ClickException, click.exceptions.Exit, click.Abort):
+            raise  # click's own ways out: it says them
+        except Exception as error:  # noqa: BLE001  (the one boundary: no traceback reaches a user)
+            if ctx.parent is not None or (isinstance(error, OSError) and error.errno == errno.EPIPE):
+                raise  # a reader that left: click's, and pipes.py's, to handle
+            _internal_error(error, ctx)
 
 
 _ARGS, _INVOKED = "codemod.args", "codemod.invoked"
+TREE_STATE = "codemod.tree_state"  # (the command's tree root, boundary.snapshot of its journals at the start)
+
+
+def _internal_error(error: Exception, ctx: click.Context) -> NoReturn:
+    """An exception no command expected: one line (what failed, the tree's state, the log keeping the traceback),
+    the JSON error object too with --json, and exit EXIT_INTERNAL."""
+    from codemod.cli import boundary  # the error path only: `codemod --help` stays light
+    from codemod.model.errors import EXIT_INTERNAL
+
+    invoked = ctx.meta.get(_INVOKED, ctx.command_path)
+    root, before = ctx.meta.get(TREE_STATE, (None, None))
+    message = boundary.one_line(error, invoked, root, before)
+    complain(message, (invoked.partition(" ")[2] or invoked) if "--json" in ctx.meta.get(_ARGS, []) else None, EXIT_INTERNAL)
+    sys.exit(EXIT_INTERNAL)
 
 
 def global_options_first(ctx: click.Context, args: list[str]) -> list[str]:

@@ -1,8 +1,9 @@
 """`codemod`: make a structured PyTorch op bypass the dispatcher, and undo it.
 
-Exit codes: 0 ok, 1 verification failed, 2 bad input. This module only wires the commands, one module each (or
-one per family) under `cli/commands/`, each imported only when its command runs (group.LazyCommands): `codemod
---help`, `status`, `ops` and `explain` do not pay for the imports of `bypass`, `build` and `bench`.
+Exit codes: 0 ok, 1 verification failed, 2 bad input, 3 internal error (group.py: one line, never a traceback).
+This module only wires the commands, one module each (or one per family) under `cli/commands/`, each imported only
+when its command runs (group.LazyCommands): `codemod --help`, `status`, `ops` and `explain` do not pay for the
+imports of `bypass`, `build` and `bench`.
 """
 from __future__ import annotations
 

@@ -11,8 +11,8 @@ from pathlib import Path
 import click
 
 from codemod.apply import journal, transaction
-from codemod.cli import children
-from codemod.cli.group import complain
+from codemod.cli import boundary, children
+from codemod.cli.group import TREE_STATE, complain
 from codemod.model import op_name, paths, progress
 from codemod.model.errors import EXIT_OK, BadInput, CodemodError
 from codemod.model.tree import Tree, locate, trees_below
@@ -61,12 +61,14 @@ def run(action, finishes_transactions: bool = False) -> None:
     (as JSON too, with --json); on SIGINT or SIGTERM, end its children and exit 128 + the signal.
 
     A command on a tree first refuses (exit 2) while a transaction there is unfinished, unless it is the
-    one that FINISHES_TRANSACTIONS (`recover`)."""
+    one that FINISHES_TRANSACTIONS (`recover`). The tree and its journals' state at the start are kept for the
+    line an unexpected exception becomes (group.py, boundary.py)."""
     ctx = click.get_current_context()
     json_command = ctx.command_path.partition(" ")[2] if wants_json() else None  # "tree from-torch"
     try:
         with children.owned():
             tree_root = ctx.params.get("tree_root")
+            _note_tree(tree_root)
             if tree_root is not None and not finishes_transactions:
                 transaction.refuse_if_interrupted(paths.name_checked(Path(tree_root).absolute(), "--tree").resolve())
             action()
@@ -76,6 +78,16 @@ def run(action, finishes_transactions: bool = False) -> None:
         complain(message, json_command, error.exit_code)
         sys.exit(error.exit_code)
     sys.exit(EXIT_OK)
+
+
+def _note_tree(tree_root: Path | None) -> None:
+    """Keep the command's tree (if it has one) and its journals' state now, for boundary.one_line."""
+    try:
+        root = locate(tree_root).root if tree_root is not None else None
+    except (CodemodError, OSError):  # the command says why in its own words
+        return
+    if root is not None:
+        click.get_current_context().find_root().meta[TREE_STATE] = (root, boundary.snapshot(root))
 
 
 def _completion_tree() -> Tree:

@@ -11,6 +11,8 @@ cached; the estimate for the run is calls x that saving, in instructions.
 from __future__ import annotations
 
 import bisect
+import contextlib
+import ctypes
 import importlib.metadata
 import json
 import os
@@ -20,6 +22,7 @@ import sys
 import tempfile
 import textwrap
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TextIO
@@ -86,7 +89,7 @@ class OpCalls:
 def profile(script: Path, args: tuple[str, ...], output: TextIO) -> dict:
     """Run SCRIPT ARGS under the profiler in a subprocess, leading a process group of its own (children.owned ends
     it on SIGINT or SIGTERM), its output passed through (stdout to OUTPUT, stderr to ours); its trace. Only the
-    script is waited for: processes it leaves running are its own, as under python. A script that fails is bad
+    script is waited for, and what it leaves running is ended then (_descendants_ended). A script that fails is bad
     input (exit 2): its traceback shown above, the message names the script's line it raised from."""
     paths.regular_file(script, "the Python script to profile")
     with tempfile.TemporaryDirectory(prefix="codemod-hot-") as scratch:
@@ -97,10 +100,49 @@ def profile(script: Path, args: tuple[str, ...], output: TextIO) -> dict:
         # the profiler hot starts writes its own start and stop markers to stderr ("USDT: ... profiler_start"): not the
         # script's output, so silenced unless the user set kineto's level
         env = {"KINETO_LOG_LEVEL": "6", **os.environ}
-        returncode = subprocess.Popen(command, stdout=output, env=env, start_new_session=True).wait()
+        with _descendants_ended():
+            returncode = subprocess.Popen(command, stdout=output, env=env, start_new_session=True).wait()
         if returncode != 0:
             raise BadInput(f"{script} failed under the profiler ({_ended(returncode)}){_failure(failure_path)}")
         return read_trace(trace_path)
+
+
+PR_SET_CHILD_SUBREAPER = 36  # prctl(2)
+
+
+@contextlib.contextmanager
+def _descendants_ended() -> Iterator[None]:
+    """While the block runs, this process is the subreaper of its descendants (prctl PR_SET_CHILD_SUBREAPER): a
+    process the script leaves behind, in its process group or in a session of its own, becomes our child when its
+    parent exits, not init's. When the block ends, each child started in it is killed (SIGKILL) and reaped, then
+    those its end hands over, until none is left."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    before = _children()
+    libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+    try:
+        yield
+    finally:
+        while left := _children() - before:
+            for pid in left:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+            for pid in left:
+                with contextlib.suppress(ChildProcessError):
+                    os.waitpid(pid, 0)
+        libc.prctl(PR_SET_CHILD_SUBREAPER, 0, 0, 0, 0)
+
+
+def _children() -> set[int]:
+    """This process's children (zombies included), from /proc."""
+    found = set()
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):  # ended meanwhile
+            continue
+        if int(fields[1]) == os.getpid():
+            found.add(int(stat.parent.name))
+    return found
 
 
 def _ended(returncode: int) -> str:
@@ -117,10 +159,59 @@ def _failure(failure_path: Path) -> str:
 
 
 def read_trace(path: Path) -> dict:
-    trace = json_file.read(path, "JSON trace", "save the trace with torch.profiler's export_chrome_trace")
+    """PATH's trace, once every event `aggregate` and `run_span_us` read has the shape they read it in."""
+    fix = "save the trace with torch.profiler's export_chrome_trace"
+    trace = json_file.read(path, "JSON trace", fix)
     if not isinstance(trace, dict) or not isinstance(trace.get("traceEvents"), list):
-        raise BadInput(f"{path}: no `traceEvents` list; save the trace with torch.profiler's export_chrome_trace")
+        raise BadInput(f"{path}: no `traceEvents` list; {fix}")
+    for index, event in enumerate(trace["traceEvents"]):
+        problem = _malformed(event)
+        if problem:
+            raise BadInput(f"{path}: event {index} of `traceEvents` {problem}; {fix}")
     return trace
+
+
+def _malformed(event: object) -> str | None:
+    """What about EVENT (a trace event) the aggregation could not read, if anything."""
+    if not isinstance(event, dict):
+        return f"is {_json_type(event)}, not an object"
+    if "cat" in event and not isinstance(event["cat"], str):
+        return f"has `cat` {_json_type(event['cat'])}, not a string"
+    counted = event.get("ph") == "X" and event.get("cat") in _CPU_CATEGORIES
+    flow = event.get("ph") == "s" and event.get("cat") == "fwdbwd"
+    if not (counted or flow):
+        return None
+    if not _is_number(event.get("ts")):
+        return f"has {'no `ts`' if 'ts' not in event else '`ts` ' + _json_type(event['ts'])}, not a number"
+    for key in ("pid", "tid"):
+        if key in event and not isinstance(event[key], (str, int)):
+            return f"has `{key}` {_json_type(event[key])}, not a number or a string"
+    if not counted:
+        return None
+    if not isinstance(event.get("name"), str):
+        return f"has {'no `name`' if 'name' not in event else '`name` ' + _json_type(event['name'])}, not a string"
+    if "dur" in event and not _is_number(event["dur"]):
+        return f"has `dur` {_json_type(event['dur'])}, not a number"
+    args = event.get("args", {})
+    if not isinstance(args, dict):
+        return f"has `args` {_json_type(args)}, not an object"
+    if "Sequence number" in args and not _is_number(args["Sequence number"]):
+        return f"has `args.Sequence number` {_json_type(args['Sequence number'])}, not a number"
+    for key in ("Input type", profile_script.DEVICES, profile_script.LAYOUTS, profile_script.AUTOGRAD_META):
+        if key in args and not (isinstance(args[key], list) and all(isinstance(item, str) for item in args[key])):
+            return f"has `args.{key}` {_json_type(args[key])}, not a list of strings"
+    return None
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _json_type(value: object) -> str:
+    """VALUE as the JSON it was read from names its type: `5` is "the number 5", `[1, 2]` "an array"."""
+    if isinstance(value, (dict, list)):
+        return "an object" if isinstance(value, dict) else "an array"
+    return f"the {'string' if isinstance(value, str) else 'number' if _is_number(value) else 'value'} {json.dumps(value)[:40]}"
 
 
 # ---------------------------------------------------------------- aggregate

@@ -4,6 +4,7 @@ from __future__ import annotations
 EXIT_OK = 0
 EXIT_VERIFICATION_FAILED = 1
 EXIT_BAD_INPUT = 2
+EXIT_INTERNAL = 3  # an exception no command expected: said in one line, its traceback kept in a log (cli/boundary.py)
 
 
 class CodemodError(Exception):

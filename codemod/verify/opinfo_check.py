@@ -9,7 +9,8 @@ the OpInfo sample broadcasts self, as PyTorch's tests do). Each pair must both r
 agree under `torch.testing.assert_close` (values, NaN equal NaN, dtype, shape, strides;
 each element of a tuple result), and out= / in-place must return the tensors they wrote.
 A group whose calls cannot be generated (a `str` argument no sample passes and the
-schema gives no default) and that no OpInfo sample fits is named as not checked.
+schema gives no default) and that no OpInfo sample fits is named as not checked; an
+OpInfo sample generator that raises is named too, the op checked on the samples made.
 """
 from __future__ import annotations
 
@@ -52,6 +53,7 @@ class CheckReport:
     inplace_skipped: int = 0  # OpInfo samples that broadcast self
     failures: list[Failure] = field(default_factory=list)
     unchecked: dict[str, str] = field(default_factory=dict)  # overloads not compared, each with why
+    skipped_samples: list[str] = field(default_factory=list)  # OpInfo sample generators that raised, each with why
 
     @property
     def ok(self) -> bool:
@@ -75,6 +77,8 @@ class CheckReport:
         errors_only = [name for name in self.checked if not self.returned[name]]
         if errors_only:  # no sample torch accepts: what was compared is that both paths refuse the same calls
             not_checked += f"; compared on errors only (torch raised on every call): {', '.join(errors_only)}"
+        if self.skipped_samples:  # PyTorch's generator raised: checked on the samples it made before
+            not_checked += f"; OpInfo samples skipped, their generator raised: {'; '.join(self.skipped_samples)}"
         return (f"{self.op}: {sum(self.checked.values())} comparisons with torch ({per_overload}); calls: {sources}; "
                 f"dtypes {', '.join(self.dtypes)}; {self.both_raise} where both raise; "
                 f"{self.inplace_skipped} in-place skipped (the sample broadcasts self); {len(self.failures)} failed"
@@ -94,6 +98,7 @@ def check(module: ModuleType, op: str, groups: list[Group]) -> CheckReport:
     sampled = [samples.op_samples(group, op) for group in groups]
     dtypes = sampled[0].dtypes
     report = CheckReport(op, [samples.dtype_name(d) for d in dtypes])
+    report.skipped_samples = list(dict.fromkeys(why for opinfo in sampled for why in opinfo.skipped))
     for group, opinfo in zip(groups, sampled):
         torch.manual_seed(0)  # the generated calls alike whether the samples came from the build cache or not
         calls = [c for dtype in dtypes for c in opinfo.calls[dtype]]

@@ -127,10 +127,11 @@ def supported_dtypes(infos: list) -> list[torch.dtype]:
 @dataclass(frozen=True)
 class OpSamples:
     """What PyTorch's OpInfos give a group: the dtypes of DTYPES they support for the op, and each one's calls
-    (float32's always: bench times a float32 call)."""
+    (float32's always: bench times a float32 call); SKIPPED: the sample generators that raised, each with why."""
 
     dtypes: tuple[torch.dtype, ...]
     calls: dict[torch.dtype, list[Call]]
+    skipped: tuple[str, ...] = ()
 
 
 class _Unpicklable(Exception):
@@ -148,7 +149,9 @@ def op_samples(group: Group, op: str) -> OpSamples:
     def make(scratch: Path) -> None:
         torch.manual_seed(0)
         dtypes = tuple(supported_dtypes(opinfos(op)))
-        made = OpSamples(dtypes, {dtype: list(opinfo_calls(group, op, dtype)) for dtype in dict.fromkeys([*dtypes, torch.float32])})
+        skipped: list[str] = []
+        calls = {dtype: list(opinfo_calls(group, op, dtype, skipped)) for dtype in dict.fromkeys([*dtypes, torch.float32])}
+        made = OpSamples(dtypes, calls, tuple(skipped))
         try:
             torch.save(made, scratch / _SAMPLES)
         except (pickle.PicklingError, TypeError, AttributeError):
@@ -172,25 +175,39 @@ def op_samples(group: Group, op: str) -> OpSamples:
 _SAMPLES = "samples.pt"
 
 
-def opinfo_calls(group: Group, op: str, dtype: torch.dtype) -> Iterator[Call]:
+def opinfo_calls(group: Group, op: str, dtype: torch.dtype, skipped: list[str] | None = None) -> Iterator[Call]:
     """The OpInfo samples of OP in DTYPE that bind to GROUP's arguments; where none does, the calls of GROUP's
-    overloads that the samples of OpInfos reaching OP make (`reached_calls`)."""
+    overloads that the samples of OpInfos reaching OP make (`reached_calls`). A sample generator that raises (real
+    bmm's in int64: `random_ expects 'from' to be less than 'to'`) gives the samples it made; it is named in SKIPPED."""
     bound_any = False
+    skipped = [] if skipped is None else skipped
     for info in opinfos(op):
-        for index, sample in enumerate(info.sample_inputs("cpu", dtype)):
+        for index, sample in _samples(info, dtype, skipped):
             bound = bind(group, (sample.input, *sample.args), sample.kwargs)
             if bound is not None:
                 bound_any = True
                 yield Call(f"{_label(info)} sample {index}", bound, bool(sample.broadcasts_input))
     if not bound_any:
-        yield from reached_calls(group, op, dtype)
+        yield from reached_calls(group, op, dtype, skipped)
+
+
+def _samples(info, dtype: torch.dtype, skipped: list[str]) -> Iterator[tuple[int, object]]:
+    """INFO's DTYPE samples, numbered, as many as its generator makes before it raises (named in SKIPPED)."""
+    index = 0
+    try:
+        for sample in info.sample_inputs("cpu", dtype):
+            yield index, sample
+            index += 1
+    except Exception as error:  # noqa: BLE001  (PyTorch's test code: whatever it raises, the samples made are used)
+        why = str(error).strip().splitlines()[0][:200] if str(error).strip() else ""
+        skipped.append(f"{_label(info)} {dtype_name(dtype)} samples from {index} on ({type(error).__name__}: {why})")
 
 
 def _label(info) -> str:
     return f"OpInfo {info.name}{'.' + info.variant_test_name if info.variant_test_name else ''}"
 
 
-def reached_calls(group: Group, op: str, dtype: torch.dtype) -> Iterator[Call]:
+def reached_calls(group: Group, op: str, dtype: torch.dtype, skipped: list[str]) -> Iterator[Call]:
     """Calls of GROUP's overloads made by the DTYPE samples of the OpInfos named like a part of OP before an
     underscore (`nn.functional.nll_loss` for nll_loss_forward, which has no OpInfo of its own), recorded as the
     dispatcher passes them (a TorchDispatchMode sees the calls their Python functions decompose into)."""
@@ -210,7 +227,7 @@ def reached_calls(group: Group, op: str, dtype: torch.dtype) -> Iterator[Call]:
     for info in op_db():
         if info.name == op or not op.startswith(info.name.split(".")[-1] + "_") or dtype not in info.supported_dtypes("cpu"):
             continue
-        for index, sample in enumerate(info.sample_inputs("cpu", dtype)):
+        for index, sample in _samples(info, dtype, skipped):
             recorded.clear()
             with Recorder(), contextlib.suppress(Exception):  # a sample torch refuses records nothing of use
                 info.op(sample.input, *sample.args, **sample.kwargs)

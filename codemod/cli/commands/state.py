@@ -37,6 +37,8 @@ def status(tree_root: Path) -> None:
                 for reference in callers.still_reaching(tree, entry.capture):
                     verdict = "may no longer compile there (g++ judges it)" if reference.judged_by_compile else "the tree no longer compiles there"
                     show(f"  {verdict}: {reference}")
+        for stray in transaction.strays(tree.root):
+            show(f"{stray}: a temporary file a killed run left; `codemod recover --tree {tree.root}` removes it")
         if as_json:
             click.echo(report.dumps(report.status(tree.root, journals)))
 

@@ -20,7 +20,8 @@ def tree() -> None:
 @click.argument("dest", type=click.Path(file_okay=False, path_type=Path))
 @click.option(
     "--sources", type=click.Path(file_okay=False, path_type=Path), default=fromtorch.REPO_TARGET_TREE, show_default=True,
-    help="The native .cpp sources and callers to add (the wheel ships none).",
+    help="The native .cpp sources and callers to add (the wheel ships none), taken as they were before the bypasses "
+    "codemod journaled in them (reverted in a scratch copy).",
 )
 @click.option(
     "--torchgen", "torchgen_from", type=click.Path(exists=True, path_type=Path), default=None,
