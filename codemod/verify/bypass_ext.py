@@ -40,11 +40,17 @@ _TAKEN = {
     **VIEW_STORAGE,
     "std::optional<c10::string_view>": ("std::optional<std::string>", "({0} ? std::optional<c10::string_view>(*{0}) : std::nullopt)"),
     "c10::string_view": ("std::string", "c10::string_view({})"),
+    # `Tensor?[]` (index's indices): a Python list of tensors and Nones
+    "c10::List<std::optional<at::Tensor>>": (
+        "std::vector<std::optional<at::Tensor>>", "c10::List<std::optional<at::Tensor>>(c10::ArrayRef<std::optional<at::Tensor>>({}))"),
 }
 _BY_VALUE = {
     "at::Tensor", "std::optional<at::Tensor>", "bool", "int64_t", "double", "at::ScalarType",
     "std::optional<at::ScalarType>", "std::optional<int64_t>", "std::optional<double>", "std::optional<bool>",
 }
+# Every parameter type the check binds, by plain_type (tests/test_bound_types.py checks that it holds each type a
+# structured group of the installed torch has).
+BOUND_TYPES = (*_TAKEN, *sorted(_BY_VALUE))
 
 
 @dataclass(frozen=True)

@@ -200,12 +200,18 @@ def timed_call(capture: Capture, group: OpGroup, guarded: GuardedApi | None = No
     functional = checked.functional.name
     dispatcher = parameters(_api(capture.functions, functional, functional.split(".")[0], op).declaration)
     wrapper = next(s for s in capture.cpu_scaffolding if s.name == capture.cpu_wrappers[functional])
-    tensors = [p.name for p in dispatcher if samples.is_tensor_value(call.arguments[p.name])]
+    held = {p.name: len(samples.tensors_in(call.arguments[p.name])) for p in dispatcher}  # tensors each argument holds
+    tensors = [name for name, count in held.items() if count]
+    lists = {name for name in tensors if not samples.is_tensor_value(call.arguments[name])}  # `Tensor[]` (cat's)
     fields = "\n".join(f"  {_stored(p)[0]} {p.name};" for p in dispatcher)
-    assigned = "\n".join(
-        f"  s.{p.name} = " + ("at::randn({numel})" if p.name in tensors else _cpp_value(call.arguments[p.name])) + ";"
-        for p in dispatcher
-    )
+
+    def made(name: str) -> str:
+        if name in lists:
+            return f"std::vector<at::Tensor>{{{', '.join(['at::randn({numel})'] * held[name])}}}"
+        return "at::randn({numel})" if name in tensors else _cpp_value(call.arguments[name])
+
+    assigned = "\n".join(f"  s.{p.name} = {made(p.name)};" for p in dispatcher)
+    first = f"{tensors[0]}[0]" if tensors[0] in lists else tensors[0]
 
     def passed(params: list[Parameter]) -> str:
         return ", ".join(_stored(p)[1].format(f"s.{p.name}") for p in params)
@@ -228,7 +234,7 @@ Sample make_sample(long numel) {{
 
 // the same call with its first tensor requiring grad: does the result get a grad_fn?
 Sample requiring_grad(Sample s) {{
-  s.{tensors[0]} = s.{tensors[0]}.detach().set_requires_grad(true);
+  s.{first} = s.{first}.detach().set_requires_grad(true);
   return s;
 }}
 
@@ -238,7 +244,8 @@ auto bypass_functional(const Sample& s) {{
   return {bypass_call};
 }}"""
     shown = ", ".join(
-        f"{p.name}=float32[N]" if p.name in tensors else f"{p.name}={call.arguments[p.name]!r}" for p in dispatcher
+        f"{p.name}=[{', '.join(['float32[N]'] * held[p.name])}]" if p.name in lists
+        else f"{p.name}=float32[N]" if p.name in tensors else f"{p.name}={call.arguments[p.name]!r}" for p in dispatcher
     )
     return TimedCall(source, dispatcher_call, f"{functional}({shown}) [{call.source}]")
 

@@ -220,7 +220,7 @@ def _out_dtypes(group: Group, call: Call, result: Result | None) -> list[torch.d
     """The dtypes of the functional's RESULT (one per out argument), else the first tensor argument's for each."""
     if result is not None:
         return [t.dtype for t in _elements(result)]
-    first = next(v for v in call.arguments.values() if isinstance(v, torch.Tensor))
+    first = next(t for v in call.arguments.values() for t in samples.tensors_in(v))
     return [first.dtype] * len(group.out.schema.arguments.out)
 
 

@@ -32,6 +32,7 @@ DTYPES = (torch.float32, torch.float64, torch.int64, torch.bool, torch.complex64
 # Beyond this many combinations of generated values, each argument varies alone from the first combination.
 MAX_COMBINATIONS = 64
 STR = BaseType(BaseTy.str)
+TENSOR = BaseType(BaseTy.Tensor)
 
 
 @dataclass(frozen=True)
@@ -243,7 +244,7 @@ def representative(group: Group, op: str) -> Call:
     argument that has a default takes it, as in the call people write (`a + b` is add with alpha=1)."""
     calls = op_samples(group, op).calls[torch.float32]
     for call in calls:
-        shapes = {v.shape for v in call.arguments.values() if is_tensor_value(v)}
+        shapes = {t.shape for v in call.arguments.values() for t in tensors_in(v)}
         if len(shapes) == 1 and len(next(iter(shapes))) == 1:
             return _with_defaults(group, call)
     return _with_defaults(group, schema_calls(group, (2,), torch.float32, "generated from the schema", strings=string_values(group, calls))[0])
@@ -277,6 +278,13 @@ def _with_defaults(group: Group, call: Call) -> Call:
 
 def is_tensor_value(value: object) -> bool:
     return isinstance(value, torch.Tensor)
+
+
+def tensors_in(value: object) -> list[torch.Tensor]:
+    """The tensors VALUE holds: itself, or a tensor list's (`Tensor[]`, `Tensor?[]`)."""
+    if isinstance(value, (list, tuple)):
+        return [v for v in value if is_tensor_value(v)]
+    return [value] if is_tensor_value(value) else []
 
 
 def bind(group: Group, args: tuple, kwargs: dict) -> dict[str, object] | None:
@@ -369,6 +377,8 @@ def values(argument: Argument, ndim: int, strings: dict[str, tuple[str, ...]]) -
         if not found and not optional:
             raise NoValue(f"the check cannot generate a value for `{argument.name}` ({type_}): no OpInfo sample "
                           "passes one and the schema gives no default")
+    elif isinstance(base, ListType) and base.elem in (TENSOR, OptionalType(TENSOR)):
+        found = ([A_TENSOR, A_TENSOR],)  # `Tensor[]` (cat's tensors), `Tensor?[]`: two tensors of the call's shape
     elif isinstance(base, ListType):
         found = _dim_lists(ndim)
     elif not isinstance(base, BaseType):
@@ -415,14 +425,20 @@ def schema_calls(group: Group, shapes: dict[str, tuple[int, ...]] | tuple[int, .
         combinations = [first] + [
             (*first[:i], value, *first[i + 1:]) for i, option in enumerate(options) for value in option[1:]
         ]
+
+    def made(value: object, name: str) -> object:
+        if isinstance(value, list):  # a tensor list's tensors, or a dim list's ints
+            return [made(v, name) for v in value]
+        if value is not A_TENSOR:
+            return value
+        tensor = make_tensor(shape_of(name), dtype_of(name))
+        return layout(tensor) if layout is not None else tensor
+
     calls = []
     for combination in combinations:
         bound = {}
         for argument, value in zip(arguments, combination):
-            if value is A_TENSOR:
-                tensor = make_tensor(shape_of(argument.name), dtype_of(argument.name))
-                value = layout(tensor) if layout is not None else tensor
-            bound[argument.name] = value
+            bound[argument.name] = made(value, argument.name)
         calls.append(Call(source, bound))
     return calls
 
@@ -438,7 +454,7 @@ def _channels_last(tensor: torch.Tensor) -> torch.Tensor:
 def edge_calls(group: Group, dtypes: list[torch.dtype], strings: dict[str, tuple[str, ...]] | None = None) -> list[Call]:
     """Our own cases on top of PyTorch's samples: dtypes, layouts, 0-dim, empty, broadcasting, type promotion
     (a `str` takes STRINGS' values; NoValue when it has none)."""
-    tensor_names = [a.name for a in group.arguments if a.type == BaseType(BaseTy.Tensor)]
+    tensor_names = [a.name for a in group.arguments if a.type == TENSOR]
 
     def generated(shapes, dtype, source: str, layout=None) -> list[Call]:
         return schema_calls(group, shapes, dtype, source, layout, strings)

@@ -60,4 +60,7 @@ def plain_type(type_: str) -> str:
 VIEW_STORAGE = {
     "at::IntArrayRef": ("std::vector<int64_t>", "{}"),
     "at::OptionalIntArrayRef": ("std::optional<std::vector<int64_t>>", "({0} ? at::OptionalIntArrayRef(*{0}) : at::OptionalIntArrayRef())"),
+    # `Tensor[]`: an ITensorListRef in a structured group, a TensorList where the tree's torchgen predates ITensorListRef
+    "at::ITensorListRef": ("std::vector<at::Tensor>", "at::ITensorListRef(at::TensorList({}))"),
+    "at::TensorList": ("std::vector<at::Tensor>", "at::TensorList({})"),
 }
