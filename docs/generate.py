@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import difflib
+import functools
 import json
 import os
 import re
@@ -444,6 +445,22 @@ def real_tree_steps(_outputs: dict) -> str:
             + _measured_when(record) + "\n")
 
 
+def exhaustive_figures(under: str, _outputs: dict) -> str:
+    """The sampled tests under UNDER (a path prefix), as benchmarks/exhaustive.py last ran each in full."""
+    record = _recorded("exhaustive")
+    tests = {test: row for test, row in record["tests"].items() if test.startswith(under)}
+    rows = ["| test, in full | ran | failed | wall | when: date, load average before and after, sample seed |", "|---|---:|---:|---:|---|"]
+    for test, row in tests.items():
+        ran = f"{row['examples']} examples" if row["examples"] else f"{row['items']} items"
+        load = row["load_average"]
+        rows.append(f"| `{test.removeprefix('tests/')}` | {ran} | {len(row['failed'])} | {row['seconds']:,.0f} s "
+                    f"| {row['date']}, {load['before']:.1f} and {load['after']:.1f}, {row['seed']} |")
+    failures = [f"- `{test.rsplit('::', 1)[-1]}` failed: {failure}" for test, row in tests.items() for failure in row["failed"]]
+    return ("\n".join(rows) + "\n" + "".join(f"\n{line}" for line in failures) + ("\n" if failures else "")
+            + f"\nBy `python benchmarks/{record['script']} --record` on {record['cpus']} cores ({record['machine']}), torch "
+            f"{record['torch']}; wall time follows the load.\n")
+
+
 def _times(count: int) -> str:
     return "once" if count == 1 else f"{count} times"
 
@@ -462,6 +479,8 @@ GENERATED_TEXT: dict[str, Callable[[dict], str]] = {
     "figures/op-sweep": op_sweep_figures,
     "figures/real-tree-totals": real_tree_totals,
     "figures/real-tree-steps": real_tree_steps,
+    "figures/exhaustive": functools.partial(exhaustive_figures, "tests/"),
+    "figures/exhaustive-any-order": functools.partial(exhaustive_figures, "tests/test_any_order.py::"),
 }
 SESSIONS_READ = {"readme/call-path": ("conventions",)}  # the generated texts that read a session's output
 

@@ -15,6 +15,7 @@ import os
 import random
 from collections.abc import Callable, Mapping, Sequence
 
+import hypothesis
 import pytest
 
 SEED_ENV = "CODEMOD_TEST_SEED"  # set for the whole session: xdist workers and subprocesses draw the same
@@ -31,9 +32,15 @@ def every_item() -> bool:
     return os.environ.get(ALL_ENV) == "1"
 
 
-def examples(per_run: int, exhaustive: int) -> int:
-    """A hypothesis test's max_examples: PER_RUN in the suite, EXHAUSTIVE under --sample-all."""
-    return exhaustive if every_item() else per_run
+def examples(per_run: int, exhaustive: int, **options) -> Callable:
+    """A hypothesis test's settings (OPTIONS): PER_RUN examples in the suite, EXHAUSTIVE under --sample-all; marked
+    `sampled`, so benchmarks/exhaustive.py runs it."""
+    budget = exhaustive if every_item() else per_run
+
+    def mark(test: Callable) -> Callable:
+        return pytest.mark.sampled(examples=budget)(hypothesis.settings(max_examples=budget, **options)(test))
+
+    return mark
 
 
 def draw(population: Sequence | Mapping[str, Sequence], k: int) -> list:
@@ -82,7 +89,8 @@ def pytest_configure(config: pytest.Config) -> None:
     if config.getoption("sample_all"):
         os.environ[ALL_ENV] = "1"
     seed()
-    config.addinivalue_line("markers", "sampled(drawn, of): a test parametrized over a sample drawn with the session's seed")
+    config.addinivalue_line("markers", "sampled(drawn, of): parametrized over a sample drawn with the session's seed")
+    config.addinivalue_line("markers", "sampled(examples): a hypothesis test with a budget per run and a larger one")
 
 
 def pytest_report_header(config: pytest.Config) -> str:
@@ -94,7 +102,7 @@ def pytest_report_header(config: pytest.Config) -> str:
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
     report = yield
     sampled = item.get_closest_marker("sampled")
-    if report.failed and sampled is not None:
+    if report.failed and sampled is not None and "drawn" in sampled.kwargs:  # hypothesis prints its own replay
         drawn = sampled.kwargs["drawn"]
         report.sections.append(("sample", (
             f"drawn with sample seed {seed()}: {len(drawn)} of {sampled.kwargs['of']}: {', '.join(drawn)}\n"

@@ -25,7 +25,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, given
 from hypothesis import strategies as st
 
 from codemod.apply import journal
@@ -208,7 +208,7 @@ def stacks():
     )
 
 
-@settings(max_examples=sampling.examples(3, 40), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.data_too_large])
+@sampling.examples(3, 40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.data_too_large])
 @given(stack=stacks())
 def test_any_subset_any_modes_any_orders_with_user_edits_revert_byte_identical(
     stack, pristine: Path, quiet: dict[str, list[bytes]], tmp_path: Path, torchgen_once: None

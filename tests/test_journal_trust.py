@@ -14,7 +14,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, given
 from hypothesis import strategies as st
 
 from codemod.apply import journal, transaction
@@ -223,7 +223,7 @@ def survives(tree: Path, planted: Path, data: bytes, *commands: tuple[str, ...])
         assert victim.read_text() == "keep me\n" and {p.name for p in tree.parent.iterdir()} == outside, command
 
 
-FUZZ = settings(max_examples=sampling.examples(3, 30), deadline=None, suppress_health_check=list(HealthCheck))
+FUZZ = sampling.examples(3, 30, deadline=None, suppress_health_check=list(HealthCheck))
 
 
 @pytest.fixture(scope="module")

@@ -15,7 +15,7 @@ import tempfile
 from pathlib import Path
 
 import yaml
-from hypothesis import HealthCheck, event, given, settings
+from hypothesis import HealthCheck, event, given
 from hypothesis import strategies as st
 from torchgen.gen import parse_native_yaml
 
@@ -219,7 +219,7 @@ def test_a_layout_the_issues_named_is_judged_as_torchgen_judges_it(layout: Layou
     bypassed_and_reverted_or_refused_as_torchgen(layout)
 
 
-@settings(max_examples=sampling.examples(3, 100), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@sampling.examples(3, 100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(layout=layouts)
 def test_a_layout_torchgen_accepts_is_bypassed_and_reverted_one_it_refuses_exits_2(layout: Layout) -> None:
     refusal = bypassed_and_reverted_or_refused_as_torchgen(layout)
