@@ -35,13 +35,15 @@ class Outcomes:
         self.tests: dict[str, dict] = {}
 
     def row(self, nodeid: str) -> dict:
-        return self.tests.setdefault(nodeid.split("[")[0], {"items": 0, "examples": None, "failed": [], "seconds": 0.0})
+        return self.tests.setdefault(
+            nodeid.split("[")[0], {"population": None, "examples": None, "items": 0, "failed": [], "seconds": 0.0}
+        )
 
     def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
         for item in items:
             marker = item.get_closest_marker("sampled")
-            if marker is not None and "examples" in marker.kwargs:
-                self.row(item.nodeid)["examples"] = marker.kwargs["examples"]
+            if marker is not None:  # what the test draws from (a stack of them may be one item), or its budget
+                self.row(item.nodeid).update(population=marker.kwargs.get("of"), examples=marker.kwargs.get("examples"))
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         row = self.row(report.nodeid)
@@ -70,7 +72,7 @@ def main() -> int:
 
     print(f"\nin full, sample seed {sampling.seed()}, {time.monotonic() - started:.0f} s:")
     for test, row in outcomes.tests.items():
-        ran = f"{row['examples']} examples" if row["examples"] else f"{row['items']} items"
+        ran = f"{row['examples']} examples" if row["examples"] else f"all {row['population']} in {row['items']} items"
         print(f"  {test}: {ran}, {len(row['failed'])} failed, {row['seconds']:.0f} s")
         print("".join(f"    {failure}\n" for failure in row["failed"]), end="")
     if args.record:
@@ -84,7 +86,7 @@ def record(tests: dict[str, dict], seed: int, load_before: float) -> None:
     from tutorial_steps import machine  # benchmarks/: the script's own directory
 
     recorded = json.loads(RESULT.read_text()) if RESULT.is_file() else {"tests": {}}
-    when = {"date": datetime.date.today().isoformat(), "seed": seed,
+    when = {"date": datetime.date.today().isoformat(), "seed": seed, "nice": os.nice(0),
             "load_average": {"before": round(load_before, 2), "after": round(os.getloadavg()[0], 2)}}
     RESULT.write_text(json.dumps({
         "script": Path(__file__).name, "machine": machine(), "cpus": os.cpu_count(), "torch": torch.__version__,

@@ -449,11 +449,14 @@ def exhaustive_figures(under: str, _outputs: dict) -> str:
     """The sampled tests under UNDER (a path prefix), as benchmarks/exhaustive.py last ran each in full."""
     record = _recorded("exhaustive")
     tests = {test: row for test, row in record["tests"].items() if test.startswith(under)}
-    rows = ["| test, in full | ran | failed | wall | when: date, load average before and after, sample seed |", "|---|---:|---:|---:|---|"]
+    if not tests:
+        return f"Not run in full yet: `python benchmarks/exhaustive.py {under.split('::')[0]} --record`.\n"
+    rows = ["| test, in full | ran | failed | wall (nice) | when: date, load average before and after, sample seed |",
+            "|---|---:|---:|---:|---|"]
     for test, row in tests.items():
-        ran = f"{row['examples']} examples" if row["examples"] else f"{row['items']} items"
+        ran = f"{row['examples']} examples" if row["examples"] else f"all {row['population']:,}"
         load = row["load_average"]
-        rows.append(f"| `{test.removeprefix('tests/')}` | {ran} | {len(row['failed'])} | {row['seconds']:,.0f} s "
+        rows.append(f"| `{test.removeprefix('tests/')}` | {ran} | {len(row['failed'])} | {row['seconds']:,.0f} s ({row['nice']}) "
                     f"| {row['date']}, {load['before']:.1f} and {load['after']:.1f}, {row['seed']} |")
     failures = [f"- `{test.rsplit('::', 1)[-1]}` failed: {failure}" for test, row in tests.items() for failure in row["failed"]]
     return ("\n".join(rows) + "\n" + "".join(f"\n{line}" for line in failures) + ("\n" if failures else "")
