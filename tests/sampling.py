@@ -23,12 +23,14 @@ ALL_ENV = "CODEMOD_TEST_SAMPLE_ALL"
 
 
 def seed() -> int:
+    """The session's seed: drawn once, then kept in the environment."""
     if SEED_ENV not in os.environ:
         os.environ[SEED_ENV] = str(random.SystemRandom().randrange(10**6))
     return int(os.environ[SEED_ENV])
 
 
 def every_item() -> bool:
+    """Whether this is a --sample-all session."""
     return os.environ.get(ALL_ENV) == "1"
 
 

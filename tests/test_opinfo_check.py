@@ -2,8 +2,9 @@
 PyTorch's own OpInfo samples. No mocks.
 
 One extension binds the bypass of every bypassable op of target_tree/ (one compile, cached in the build
-cache); each run checks a drawn sample of the ops against torch (every op under benchmarks/exhaustive.py); a doctored capture (cumsum's functional wrapper computing cumprod) must be caught with the failing
-sample named; the CLI's `build`, `bypass` and `bench` run the check and time a reduction.
+cache); each run checks a drawn sample of the ops against torch (every op under benchmarks/exhaustive.py); a
+doctored capture (cumsum's functional wrapper computing cumprod) must be caught with the failing sample named; the
+CLI's `build`, `bypass` and `bench` run the check and time a reduction.
 """
 from __future__ import annotations
 
