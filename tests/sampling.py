@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import random
+import shlex
 from collections.abc import Callable, Mapping, Sequence
 
 import hypothesis
@@ -108,6 +109,6 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
         drawn = sampled.kwargs["drawn"]
         report.sections.append(("sample", (
             f"drawn with sample seed {seed()}: {len(drawn)} of {sampled.kwargs['of']}: {', '.join(drawn)}\n"
-            f"replay: python -m pytest --sample-seed {seed()} '{item.nodeid}'"
+            f"replay: python -m pytest --sample-seed {seed()} {shlex.quote(item.nodeid)}"
         )))
     return report
