@@ -8,7 +8,9 @@ verified bypass, every layout the issues named and 100 drawn ones, every op `ops
 torch, 30 spoiled journals, logs and reports each, every crash point, every math op's dry run. Per test: how many
 items (or hypothesis examples) ran, which failed and why, seconds. Takes hours at full load: run it with `nice`.
 --record merges each test's figures, with the date, the seed and the load, into benchmarks/results/exhaustive.json;
-`python docs/generate.py` renders them into docs/layout.md and docs/safety.md. Exits 1 if a test failed.
+`python docs/generate.py` renders them into docs/layout.md and docs/safety.md. Stopped by SIGINT or SIGTERM (Ctrl-C,
+`timeout 1h python benchmarks/exhaustive.py ...`), it records each test as far as it got: how many of its items ran,
+of how many. Exits 1 if a test failed, 2 if stopped.
 """
 from __future__ import annotations
 
@@ -16,6 +18,7 @@ import argparse
 import datetime
 import json
 import os
+import signal
 import sys
 import time
 from pathlib import Path
@@ -36,14 +39,17 @@ class Outcomes:
 
     def row(self, nodeid: str) -> dict:
         return self.tests.setdefault(
-            nodeid.split("[")[0], {"population": None, "examples": None, "items": 0, "failed": [], "seconds": 0.0}
+            nodeid.split("[")[0],
+            {"population": None, "examples": None, "collected": 0, "items": 0, "failed": [], "seconds": 0.0},
         )
 
     def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
         for item in items:
             marker = item.get_closest_marker("sampled")
             if marker is not None:  # what the test draws from (a stack of them may be one item), or its budget
-                self.row(item.nodeid).update(population=marker.kwargs.get("of"), examples=marker.kwargs.get("examples"))
+                row = self.row(item.nodeid)
+                row.update(population=marker.kwargs.get("of"), examples=marker.kwargs.get("examples"))
+                row["collected"] += 1
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         row = self.row(report.nodeid)
@@ -62,21 +68,27 @@ def main() -> int:
     args = parser.parse_args()
     os.chdir(REPO)
     load_before, started = os.getloadavg()[0], time.monotonic()
+    for stop in (signal.SIGINT, signal.SIGTERM):  # pytest ends the session, and the figures so far are recorded
+        signal.signal(stop, signal.default_int_handler)
     outcomes = Outcomes()
     seed = ["--sample-seed", str(args.seed)] if args.seed is not None else []
     code = pytest.main(["-q", "-p", "no:cacheprovider", "--sample-all", *seed, "-m", "sampled", *args.tests], plugins=[outcomes])
-    if code not in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED):
+    if code not in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED, pytest.ExitCode.INTERRUPTED):
         print(f"pytest exited {code}", file=sys.stderr)
         return 2
     from tests import sampling  # after pytest.main, which imports it as a plugin (to rewrite its asserts)
 
+    ran_tests = {test: row for test, row in outcomes.tests.items() if row["items"]}  # a stopped run: those that began
     print(f"\nin full, sample seed {sampling.seed()}, {time.monotonic() - started:.0f} s:")
-    for test, row in outcomes.tests.items():
+    for test, row in ran_tests.items():
         ran = f"{row['examples']} examples" if row["examples"] else f"all {row['population']} in {row['items']} items"
-        print(f"  {test}: {ran}, {len(row['failed'])} failed, {row['seconds']:.0f} s")
+        stopped = f" (stopped: {row['items']} of {row['collected']} items ran)" if row["items"] < row["collected"] else ""
+        print(f"  {test}: {ran}{stopped}, {len(row['failed'])} failed, {row['seconds']:.0f} s")
         print("".join(f"    {failure}\n" for failure in row["failed"]), end="")
     if args.record:
-        record(outcomes.tests, sampling.seed(), load_before)
+        record(ran_tests, sampling.seed(), load_before)
+    if code == pytest.ExitCode.INTERRUPTED:
+        return 2
     return 1 if any(row["failed"] for row in outcomes.tests.values()) else 0
 
 

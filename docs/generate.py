@@ -455,10 +455,17 @@ def exhaustive_figures(under: str, _outputs: dict) -> str:
             "|---|---:|---:|---:|---|"]
     for test, row in tests.items():
         ran = f"{row['examples']} examples" if row["examples"] else f"all {row['population']:,}"
+        if row["items"] < row["collected"]:  # stopped before its end (benchmarks/exhaustive.py says how)
+            ran = f"{row['items']:,} of its {row['collected']:,} items (stopped)"
         load = row["load_average"]
         rows.append(f"| `{test.removeprefix('tests/')}` | {ran} | {len(row['failed'])} | {row['seconds']:,.0f} s ({row['nice']}) "
                     f"| {row['date']}, {load['before']:.1f} and {load['after']:.1f}, {row['seed']} |")
     failures = [f"- `{test.rsplit('::', 1)[-1]}` failed: {failure}" for test, row in tests.items() for failure in row["failed"]]
+    stopped = [test.split("::")[0] for test, row in tests.items() if row["items"] < row["collected"]]
+    if stopped:
+        failures.append(f"- stopped: the run was stopped (SIGINT or SIGTERM) before its end, after the items it lists, "
+                        f"drawn in a random order of all of them; `python benchmarks/{record['script']} {stopped[0]} "
+                        f"--record` runs them all")
     return ("\n".join(rows) + "\n" + "".join(f"\n{line}" for line in failures) + ("\n" if failures else "")
             + f"\nBy `python benchmarks/{record['script']} --record` on {record['cpus']} cores ({record['machine']}), torch "
             f"{record['torch']}; wall time follows the load.\n")
