@@ -1,19 +1,15 @@
-"""Longer sweeps than tests/test_any_order.py runs, with its helpers (the functions `bypass --no-build --no-verify`
-and `revert` call). Figures for a person; nothing here asserts a time.
+"""A longer stack than tests/test_any_order.py runs, with its helpers (the functions `bypass --no-build --no-verify`
+and `revert` call). Figures for a person; nothing here asserts a time. (Every ordered pair in every pair of modes, the
+test's sampled property, runs in full under `python benchmarks/exhaustive.py tests/test_any_order.py`.)
 
     python benchmarks/any_order_stack.py [SEED] [ORDERS] [EDITS]
         The largest stack: all of target_tree/'s bypassable ops, each plain or guarded at random, bypassed in a random
         order with the real planner (torchgen on every op) and user edits between bypasses, then reverted in ORDERS
         random orders (one to three ops per revert); every order must end byte-identical (files, modes, symlinks,
         directories) to target_tree/ plus the user edits.
-    python benchmarks/any_order_stack.py pairs
-        Every ordered pair of the bypassable ops in every mode pair (plain/guarded for each, guarded where the op has it): 4 x N(N-1) pairs, each
-        reverted in both orders; torchgen asked once per input, as the test's pair sweep does.
 """
 from __future__ import annotations
 
-import itertools
-import os
 import random
 import shutil
 import sys
@@ -21,16 +17,12 @@ import tempfile
 import time
 from pathlib import Path
 
-import pytest
-
 from codemod.model.tree import NATIVE_FUNCTIONS, locate
 from tests.test_any_order import (
     OPS,
     REAL_YAML,
-    ask_torchgen_once,
     bypass,
     free_lines,
-    pair_failures,
     prepared_copy,
     quiet_lines,
     revert,
@@ -81,26 +73,6 @@ def stack(seed: int, orders: int, edits_wanted: int) -> None:
                 sys.exit(1)
 
 
-def pairs() -> None:
-    failed = 0
-    with tempfile.TemporaryDirectory(prefix="codemod-pairs-") as scratch, pytest.MonkeyPatch.context() as patch:
-        ask_torchgen_once(patch)
-        pristine = prepared_copy(Path(scratch) / "pristine")
-        for modes in itertools.product((False, True), repeat=2):
-            start, cpu = time.monotonic(), os.times()
-            runs, failures = pair_failures(pristine, Path(scratch), modes)
-            spent = os.times()
-            print(f"{' then '.join('guarded' if m else 'plain' for m in modes)}: {runs} reverts of {runs // 2} pairs, "
-                  f"{len(failures)} failed; {time.monotonic() - start:.0f} s wall, "
-                  f"{sum(spent[:4]) - sum(cpu[:4]):.0f} s CPU, load {os.getloadavg()[0]:.1f}")
-            print("".join(f"  {failure}\n" for failure in failures), end="")
-            failed += len(failures)
-    sys.exit(1 if failed else 0)
-
-
 if __name__ == "__main__":
-    if sys.argv[1:] == ["pairs"]:
-        pairs()
-    else:
-        arguments = [int(a) for a in sys.argv[1:]]
-        stack(*(arguments + [1, 6, 6][len(arguments):]))
+    arguments = [int(a) for a in sys.argv[1:]]
+    stack(*(arguments + [1, 6, 6][len(arguments):]))

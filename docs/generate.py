@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import difflib
+import functools
 import json
 import os
 import re
@@ -494,6 +495,32 @@ def real_tree_steps(_outputs: dict) -> str:
             + _measured_when(record) + "\n")
 
 
+def exhaustive_figures(under: str, _outputs: dict) -> str:
+    """The sampled tests under UNDER (a path prefix), as benchmarks/exhaustive.py last ran each in full."""
+    record = _recorded("exhaustive")
+    tests = {test: row for test, row in record["tests"].items() if test.startswith(under)}
+    if not tests:
+        return f"Not run in full yet: `python benchmarks/exhaustive.py {under.split('::')[0]} --record`.\n"
+    rows = ["| test, in full | ran | failed | wall (nice) | when: date, load average before and after, sample seed |",
+            "|---|---:|---:|---:|---|"]
+    for test, row in tests.items():
+        ran = f"{row['examples']} examples" if row["examples"] else f"all {row['population']:,}"
+        if row["items"] < row["collected"]:  # stopped before its end (benchmarks/exhaustive.py says how)
+            ran = f"{row['items']:,} of its {row['collected']:,} items (stopped)"
+        load = row["load_average"]
+        rows.append(f"| `{test.removeprefix('tests/')}` | {ran} | {len(row['failed'])} | {row['seconds']:,.0f} s ({row['nice']}) "
+                    f"| {row['date']}, {load['before']:.1f} and {load['after']:.1f}, {row['seed']} |")
+    failures = [f"- `{test.rsplit('::', 1)[-1]}` failed: {failure}" for test, row in tests.items() for failure in row["failed"]]
+    stopped = [test.split("::")[0] for test, row in tests.items() if row["items"] < row["collected"]]
+    if stopped:
+        failures.append(f"- stopped: the run was stopped (SIGINT or SIGTERM) before its end, after the items it lists, "
+                        f"drawn in a random order of all of them; `python benchmarks/{record['script']} {stopped[0]} "
+                        f"--record` runs them all")
+    return ("\n".join(rows) + "\n" + "".join(f"\n{line}" for line in failures) + ("\n" if failures else "")
+            + f"\nBy `python benchmarks/{record['script']} --record` on {record['cpus']} cores ({record['machine']}), torch "
+            f"{record['torch']}; wall time follows the load.\n")
+
+
 def _times(count: int) -> str:
     return "once" if count == 1 else f"{count} times"
 
@@ -518,6 +545,8 @@ GENERATED_TEXT: dict[str, Callable[[dict], str]] = {
     "figures/real-tree-totals": real_tree_totals,
     "figures/real-tree-steps": real_tree_steps,
     "examples/fork-ci": fork_ci_workflow,
+    "figures/exhaustive": functools.partial(exhaustive_figures, "tests/"),
+    "figures/exhaustive-any-order": functools.partial(exhaustive_figures, "tests/test_any_order.py::"),
 }
 SESSIONS_READ = {"readme/call-path": ("conventions",)}  # the generated texts that read a session's output
 

@@ -24,6 +24,8 @@ REPO = Path(__file__).resolve().parent.parent
 USERS_TARGET_TREE = REPO / "target_tree"  # as the user left it: read only through pristine_copy
 FIXTURES = REPO / "fixtures"
 
+pytest_plugins = ["tests.sampling"]  # the session's sample seed: --sample-seed, --sample-all
+
 
 OUTPUT_SCHEMA = jsonschema.Draft202012Validator(json.loads(SCHEMA.read_text()))
 

@@ -7,22 +7,25 @@ and the real journal and transactions, through the functions `codemod bypass --n
 are left to `test_a_small_stack_with_full_verification`, which runs the CLI with every check on.
 
 Planning is cheap but for torchgen: an op's capture (two torchgen runs, about 2 s) and the whole-yaml check. The
-sweeps over every pair and the stacks over every op ask torchgen once per input (`torchgen_once`): the check by the
-yaml's bytes, the capture by the op's entries (its templates are the pristine tree's: another op's bypass adds its
-own blocks to them and changes nothing an op's capture reads, which `test_another_op_s_bypass_does_not_change_a_capture`
-checks with every op).
+pairs and the stacks ask torchgen once per input (`torchgen_once`): the check by the yaml's bytes, the capture by the
+op's entries (its templates are the pristine tree's: another op's bypass adds its own blocks to them and changes
+nothing an op's capture reads, which `test_another_op_s_bypass_does_not_change_a_capture` checks).
+
+"Any" is proven over all of them by `python benchmarks/exhaustive.py tests/test_any_order.py` (every ordered pair in
+every pair of modes, every op stacked; docs/safety.md shows its dated result); each run of the suite checks a sample
+drawn with the session's seed (tests/sampling.py).
 """
 from __future__ import annotations
 
 import difflib
+import functools
 import itertools
 import os
-import random
 import shutil
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, given
 from hypothesis import strategies as st
 
 from codemod.apply import journal
@@ -32,6 +35,7 @@ from codemod.cli import catalog
 from codemod.model.errors import BadInput, VerificationFailed
 from codemod.model.tree import NATIVE_FUNCTIONS, TAGS, TEMPLATES, Tree, locate
 from codemod.plan.plan import FileChange, Plan, make_plan, op_entries
+from tests import sampling
 from tests.conftest import TARGET_TREE, run_codemod
 
 OPS = tuple(status.op for status in catalog.catalog(locate(TARGET_TREE)) if status.bypassable)  # every one of them
@@ -40,6 +44,12 @@ REAL_YAML = "aten/src/ATen/native/real/native_functions.yaml"  # where the symli
 COMMENT = {".yaml": b"# ", ".py": b"# "}  # anything else is C++
 # The issue's cases: entries next to each other in derivatives.yaml (and the yaml); the first op reverted first.
 NEIGHBOURS = (("neg", "exp"), ("cos", "sin"), ("lt", "eq"), ("addmv", "nextafter"))
+# (first, second, (first guarded, second guarded)): every ordered pair in every pair of modes; the neighbours, whose
+# hunks touch, are a class of their own.
+PAIRS = {
+    "neighbours": [(first, second, (False, False)) for first, second in NEIGHBOURS],
+    "any": [(*pair, modes) for modes in itertools.product((False, True), repeat=2) for pair in itertools.permutations(OPS, 2)],
+}
 
 
 def prepared_copy(destination: Path) -> Path:
@@ -198,7 +208,7 @@ def stacks():
     )
 
 
-@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.data_too_large])
+@sampling.examples(3, 40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.data_too_large])
 @given(stack=stacks())
 def test_any_subset_any_modes_any_orders_with_user_edits_revert_byte_identical(
     stack, pristine: Path, quiet: dict[str, list[bytes]], tmp_path: Path, torchgen_once: None
@@ -350,59 +360,66 @@ def test_neighbours_bypassed_in_one_command_revert_in_either_order(tree: Path) -
         assert state(tree) == expected, order
 
 
-def pair_failures(pristine: Path, work: Path, modes: tuple[bool, bool] = (False, False)) -> tuple[int, list[str]]:
-    """Every ordered pair (A, B) of OPS, A in the first mode (guarded or not) and B in the second: bypass A then B on
-    a copy of PRISTINE, then revert A then B, and B then A. How many reverts ran, and each that was refused or did
-    not end byte-identical."""
+@functools.cache
+def alone(pristine: Path, op: str, guarded: bool) -> Plan:
+    """OP's plan on PRISTINE, in the mode asked where it has it."""
+    return make_plan(locate(pristine), op, mode_for(locate(pristine), op, guarded))
+
+
+def pair_failures(pristine: Path, work: Path, first: str, second: str, modes: tuple[bool, bool]) -> list[str]:
+    """FIRST in the first mode (guarded or not) and SECOND in the second: bypass FIRST then SECOND on a copy of
+    PRISTINE, then revert FIRST then SECOND, and SECOND then FIRST. Each revert that was refused or did not end
+    byte-identical."""
     expected = state(pristine)
-    alone = {op: make_plan(locate(pristine), op, mode_for(locate(pristine), op, modes[0])) for op in OPS}
-    root, bypassed, runs, failures = work / "tree", work / "bypassed", 0, []
-    for first, second in itertools.permutations(OPS, 2):
-        shutil.rmtree(bypassed, ignore_errors=True)
-        shutil.copytree(pristine, bypassed, symlinks=True)
-        tree = locate(bypassed)
-        journal.apply(tree, [alone[first]])
-        journal.apply(tree, [make_plan(tree, second, mode_for(tree, second, modes[1]))])
-        for order in ((first, second), (second, first)):
-            shutil.rmtree(root, ignore_errors=True)
-            shutil.copytree(bypassed, root, symlinks=True)
-            runs += 1
-            try:
-                for op in order:
-                    revert(locate(root), op)
-            except VerificationFailed as refused:
-                failures.append(f"bypass {first}, {second} {modes}; revert {order}: {str(refused).splitlines()[1]}")
-                continue
-            if state(root) != expected:
-                failures.append(f"bypass {first}, {second} {modes}; revert {order}: not byte-identical")
-    return runs, failures
+    root, bypassed, failures = work / "tree", work / "bypassed", []
+    shutil.copytree(pristine, bypassed, symlinks=True)
+    tree = locate(bypassed)
+    journal.apply(tree, [alone(pristine, first, modes[0])])
+    journal.apply(tree, [make_plan(tree, second, mode_for(tree, second, modes[1]))])
+    for order in ((first, second), (second, first)):
+        shutil.rmtree(root, ignore_errors=True)
+        shutil.copytree(bypassed, root, symlinks=True)
+        try:
+            for op in order:
+                revert(locate(root), op)
+        except VerificationFailed as refused:
+            failures.append(f"bypass {first}, {second} {modes}; revert {order}: {str(refused).splitlines()[1]}")
+            continue
+        if state(root) != expected:
+            failures.append(f"bypass {first}, {second} {modes}; revert {order}: not byte-identical")
+    return failures
 
 
-def test_every_ordered_pair_reverts_in_both_orders_byte_identical(pristine: Path, tmp_path: Path, torchgen_once: None) -> None:
-    """Every ordered pair of target_tree's bypassable ops (plain; benchmarks/any_order_stack.py pairs sweeps every
-    mode): bypass A then B, revert A then B and B then A."""
-    runs, failures = pair_failures(pristine, tmp_path)
-    assert runs == 2 * len(OPS) * (len(OPS) - 1) and not failures, "\n".join(failures)
+def pair_name(pair: tuple[str, str, tuple[bool, bool]]) -> str:
+    first, second, modes = pair
+    return "-".join(f"{op}{'(guarded)' if guarded else ''}" for op, guarded in zip((first, second), modes))
 
 
-def test_another_op_s_bypass_does_not_change_a_capture(pristine: Path, tmp_path: Path) -> None:
-    """Every op bypassed on top of the others with the real planner (torchgen on the tree's templates, with the
+@sampling.parametrize(("first", "second", "modes"), PAIRS, 6, ids=pair_name)
+def test_any_ordered_pair_reverts_in_both_orders_byte_identical(
+    first: str, second: str, modes: tuple[bool, bool], pristine: Path, tmp_path: Path, torchgen_once: None
+) -> None:
+    """Bypass A then B (each plain or guarded), revert A then B and B then A: a drawn sample of the pairs, the
+    neighbours always."""
+    failures = pair_failures(pristine, tmp_path, first, second, modes)
+    assert not failures, "\n".join(failures)
+
+
+@sampling.parametrize("order", OPS, 4, together=True)
+def test_another_op_s_bypass_does_not_change_a_capture(order: tuple[str, ...], pristine: Path, tmp_path: Path) -> None:
+    """Drawn ops bypassed on top of each other with the real planner (torchgen on the tree's templates, with the
     bypasses before it): each capture equals the one on the pristine templates (what `torchgen_once` serves), and
-    the 21-op stack reverts in a shuffled order, byte-identical."""
+    the stack reverts in a drawn order, byte-identical."""
     expected = state(pristine)
     root = tmp_path / "tree"
     shutil.copytree(pristine, root, symlinks=True)
     tree = locate(root)
-    order = list(OPS)
-    random_order = random.Random(18)
-    random_order.shuffle(order)
     for op in order:
         plan = make_plan(tree, op)
         entries = op_entries(locate(pristine), op)
         assert plan.capture == pristine_capture(op, *entries.capture_inputs(), entries.overloads), op
         journal.apply(tree, [plan])
-    random_order.shuffle(order)
-    revert(tree, *order)
+    revert(tree, *sampling.draw(order, len(order)))
     assert state(root) == expected
 
 

@@ -14,13 +14,14 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, given
 from hypothesis import strategies as st
 
 from codemod.apply import journal, transaction
 from codemod.apply.journal import Journal, JournalFile
 from codemod.apply.lock import LOCK_FILE
 from codemod.model.tree import NATIVE_FUNCTIONS, NATIVE_SOURCES
+from tests import sampling
 from tests.conftest import TARGET_TREE, run_codemod, snapshot
 
 
@@ -222,7 +223,7 @@ def survives(tree: Path, planted: Path, data: bytes, *commands: tuple[str, ...])
         assert victim.read_text() == "keep me\n" and {p.name for p in tree.parent.iterdir()} == outside, command
 
 
-FUZZ = settings(max_examples=10, deadline=None, suppress_health_check=list(HealthCheck))
+FUZZ = sampling.examples(3, 30, deadline=None, suppress_health_check=list(HealthCheck))
 
 
 @pytest.fixture(scope="module")

@@ -2,11 +2,15 @@
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import run_codemod
+from codemod.cli import catalog
+from codemod.model.tree import locate
+from tests import sampling
+from tests.conftest import TARGET_TREE, run_codemod
 
 
 def ops_json(tree: Path) -> dict[str, dict]:
@@ -15,19 +19,38 @@ def ops_json(tree: Path) -> dict[str, dict]:
     return {status["op"]: status for status in json.loads(result.stdout)["ops"]}
 
 
-def test_target_tree_catalog_and_every_bypassable_op_dry_runs(tree: Path) -> None:
-    statuses = ops_json(tree)
-    bypassable = sorted(op for op, status in statuses.items() if status["bypassable"])
-    assert {"mul", "sub", "div", "add"} <= set(bypassable)
+# target_tree/'s ops by what `ops` says of each: bypassable, or the reason it is not
+BY_REASON: dict[str, list[str]] = {}
+for status in catalog.catalog(locate(TARGET_TREE)):
+    BY_REASON.setdefault(status.reason or "bypassable", []).append(status.op)
+
+
+@pytest.fixture(scope="module")
+def listed(tmp_path_factory: pytest.TempPathFactory, target_tree: Path) -> tuple[Path, dict[str, dict]]:
+    """A copy of target_tree/ and what `ops --json` lists for it."""
+    copy = tmp_path_factory.mktemp("listed") / "tree"
+    shutil.copytree(target_tree, copy)
+    return copy, ops_json(copy)
+
+
+def test_target_tree_catalog(listed: tuple[Path, dict[str, dict]]) -> None:
+    _, statuses = listed
+    assert {"mul", "sub", "div", "add"} <= {op for op, status in statuses.items() if status["bypassable"]}
     assert statuses["mul"]["overloads"] == ["mul.Tensor", "mul_.Tensor", "mul.out"]
     assert statuses["abs"]["reason"] == "not structured"
     assert statuses["requires_grad"]["reason"] == "already manual_cpp_binding"
-    for op in bypassable:
-        run = run_codemod("bypass", op, "--tree", str(tree), "--dry-run")
-        assert run.returncode == 0, f"{op}: {run.stderr}"
-    for op, status in statuses.items():
-        if not status["bypassable"]:
-            assert run_codemod("bypass", op, "--tree", str(tree), "--dry-run").returncode == 2, op
+    assert {op: status["reason"] or "bypassable" for op, status in statuses.items()} == {
+        op: reason for reason, ops in BY_REASON.items() for op in ops
+    }  # what the sample below is drawn from
+
+
+@sampling.parametrize("op", BY_REASON, 2)
+def test_bypass_dry_runs_an_op_ops_lists_as_bypassable_and_refuses_one_it_does_not(listed: tuple[Path, dict[str, dict]], op: str) -> None:
+    """Two ops of each kind `ops` lists (bypassable, and each reason it refuses) each run; every op under
+    `benchmarks/exhaustive.py`."""
+    tree, statuses = listed
+    run = run_codemod("bypass", op, "--tree", str(tree), "--dry-run")
+    assert run.returncode == (0 if statuses[op]["bypassable"] else 2), f"{op} ({statuses[op]['reason'] or 'bypassable'}): {run.stderr}"
 
 
 def test_a_bypassed_op_is_listed_as_such(tree: Path) -> None:

@@ -1,4 +1,4 @@
-"""Safe by construction (issue 6): crashes at every write, the lock, revert over later work, bad input, --check.
+"""Safe by construction (issue 6): a crash at any write, the lock, revert over later work, bad input, --check.
 
 Real processes and real files throughout: a crash is os._exit in a child process, the lock is held by
 another `codemod` process, later work is bytes edited in the tree.
@@ -25,6 +25,7 @@ from codemod.apply.lock import LOCK_FILE
 from codemod.model.tree import NATIVE_FUNCTIONS, NATIVE_SOURCES, TEMPLATES, locate
 from codemod.plan.plan import FileChange, make_plan
 from codemod.verify import fixed_point
+from tests import sampling
 from tests.conftest import REPO, run_codemod, snapshot
 
 BINARY_OPS = f"{NATIVE_SOURCES}/BinaryOps.cpp"
@@ -69,20 +70,32 @@ def mul_plan(tmp_path_factory: pytest.TempPathFactory, target_tree: Path) -> Pat
     return where / "mul.plan"
 
 
-def test_a_crash_at_every_write_of_bypass_and_revert_recovers_to_one_whole_state(mul_plan: Path, tmp_path: Path, target_tree: Path) -> None:
+# Where a crash may come: after the first write, or any later one, up to past the last write of either command (about
+# 25 today), where the command completes.
+CRASH_POINTS = range(1, 41)
+
+
+@sampling.parametrize("points", CRASH_POINTS, 5, together=True)
+def test_a_crash_at_any_write_of_bypass_and_revert_recovers_to_one_whole_state(
+    points: tuple[int, ...], mul_plan: Path, tmp_path: Path, target_tree: Path
+) -> None:
+    """After the first write and drawn later ones each run; after every write, up to the last, under
+    `benchmarks/exhaustive.py`."""
     pristine = state(target_tree)
     clean = copy_of(target_tree, tmp_path / "clean")
     assert subprocess.run([sys.executable, "-c", APPLY_CHILD, str(clean), str(mul_plan)], cwd=REPO, check=False).returncode == 0
     bypassed = state(clean)
 
-    def outcomes(start: dict, crash: callable) -> list[str]:
-        """Crash after write 1, 2, ... until the command completes; recover each time; name the state reached."""
+    def outcomes(start: dict, finished: dict, crash: callable) -> list[str]:
+        """Crash after write 1, then after each point, until the command completes (to FINISHED); recover each
+        time; name the state reached."""
         reached = []
-        for writes in itertools.count(1):
+        for writes in sorted({1, *points}):
             tree = copy_of(start, tmp_path / "tree")
             result = crash(writes, tree)
             if result.returncode == 0:
-                return reached
+                assert state(tree) == finished, f"completed before write {writes}: not the finished state"
+                return [*reached, "completed"]
             assert result.returncode == transaction.CRASH_EXIT, result.stderr
             with lock.held(locate(tree)):  # what `codemod recover` runs (tested through the CLI below), minus start-up
                 transaction.recover(tree)
@@ -92,15 +105,18 @@ def test_a_crash_at_every_write_of_bypass_and_revert_recovers_to_one_whole_state
             if now == bypassed:
                 journal.revert(locate(tree), ["mul"])
                 assert state(tree) == pristine, f"crash after write {writes}: revert did not restore every byte"
+        return reached
 
-    bypass = outcomes(target_tree, lambda n, tree: crash_after(n, "-c", APPLY_CHILD, str(tree), str(mul_plan)))
-    revert = outcomes(clean, lambda n, tree: crash_after(n, "-m", "codemod", "revert", "mul", "--tree", str(tree)))
+    bypass = outcomes(target_tree, bypassed, lambda n, tree: crash_after(n, "-c", APPLY_CHILD, str(tree), str(mul_plan)))
+    revert = outcomes(clean, pristine, lambda n, tree: crash_after(n, "-m", "codemod", "revert", "mul", "--tree", str(tree)))
 
     # Uncommitted (the log not yet renamed into place) -> untouched; committed -> finished by recover.
     for reached, before, after in ((bypass, "pristine", "bypassed"), (revert, "bypassed", "pristine")):
-        committed = reached.index(after)
-        assert committed >= 1 and reached == [before] * committed + [after] * (len(reached) - committed)
-    assert len(bypass) >= 2 * 10 and len(revert) >= 2 * 9  # a write and a rename per file, journal included
+        crashed = [outcome for outcome in reached if outcome != "completed"]
+        committed = crashed.index(after) if after in crashed else len(crashed)
+        assert committed >= 1 and crashed == [before] * committed + [after] * (len(crashed) - committed), reached
+    if sampling.every_item():  # every write, up to past the last one: a write and a rename per file, journal included
+        assert bypass[-1] == revert[-1] == "completed" and len(bypass) > 2 * 10 and len(revert) > 2 * 9
     print(f"crash points: bypass {len(bypass)}, revert {len(revert)}")
 
 

@@ -15,12 +15,13 @@ import tempfile
 from pathlib import Path
 
 import yaml
-from hypothesis import HealthCheck, event, example, given, settings
+from hypothesis import HealthCheck, event, given
 from hypothesis import strategies as st
 from torchgen.gen import parse_native_yaml
 
 from codemod.model import native_yaml
 from codemod.model.tree import NATIVE_FUNCTIONS, TAGS
+from tests import sampling
 from tests.conftest import TARGET_TREE, run_codemod, snapshot
 
 MEMBERS = ("mul.Tensor", "mul_.Tensor", "mul.out")
@@ -185,34 +186,55 @@ layouts = st.builds(
 )
 
 
-@settings(max_examples=16, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(layout=layouts)
 # The layouts issue 13 found refused, each on its own:
-@example(Layout(dispatch_comment=True))
-@example(Layout(dispatch_blank=True))
-@example(Layout(dispatch_style="flow-multiline"))
-@example(Layout(func_quote="'"))
-@example(Layout(func_quote='"'))
-@example(Layout(key_order=(2, 0, 1, 3, 4, 5)))
-@example(Layout(indent=4))
-@example(Layout(flow_entry=True))
-@example(Layout(breakage="duplicate key"))
-@example(Layout(flow_entry=True, guarded=True))
-@example(Layout(indent=4, dash_alone=True, guarded=True))
-@example(Layout(document_markers=True, trailing_comments=True))
-# Issue 18, item 7: torchgen accepts a byte order mark, and an alias of another entry's anchored tags
-@example(Layout(bom=True))
-@example(Layout(tags_anchor="another entry"))
-@example(Layout(tags_anchor="first member", tags_style="block", guarded=True))
-@example(Layout(tags_anchor="another entry", flow_entry=True, bom=True, document_markers=True))
+ISSUE_LAYOUTS = (
+    Layout(dispatch_comment=True),
+    Layout(dispatch_blank=True),
+    Layout(dispatch_style="flow-multiline"),
+    Layout(func_quote="'"),
+    Layout(func_quote='"'),
+    Layout(key_order=(2, 0, 1, 3, 4, 5)),
+    Layout(indent=4),
+    Layout(flow_entry=True),
+    Layout(breakage="duplicate key"),
+    Layout(flow_entry=True, guarded=True),
+    Layout(indent=4, dash_alone=True, guarded=True),
+    Layout(document_markers=True, trailing_comments=True),
+    # Issue 18, item 7: torchgen accepts a byte order mark, and an alias of another entry's anchored tags
+    Layout(bom=True),
+    Layout(tags_anchor="another entry"),
+    Layout(tags_anchor="first member", tags_style="block", guarded=True),
+    Layout(tags_anchor="another entry", flow_entry=True, bom=True, document_markers=True),
+)
+
+
+def layout_name(layout: Layout) -> str:
+    """The fields LAYOUT sets otherwise than the default."""
+    return ",".join(f"{f.name}={getattr(layout, f.name)!r}" for f in dataclasses.fields(layout) if getattr(layout, f.name) != f.default)
+
+
+@sampling.parametrize("layout", ISSUE_LAYOUTS, 2, ids=layout_name)
+def test_a_layout_the_issues_named_is_judged_as_torchgen_judges_it(layout: Layout) -> None:
+    """Two of the issues' layouts each run (all of them under `benchmarks/exhaustive.py`)."""
+    bypassed_and_reverted_or_refused_as_torchgen(layout)
+
+
+@sampling.examples(3, 100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(layout=layouts)
 def test_a_layout_torchgen_accepts_is_bypassed_and_reverted_one_it_refuses_exits_2(layout: Layout) -> None:
+    refusal = bypassed_and_reverted_or_refused_as_torchgen(layout)
+    event("refused by torchgen" if refusal else "accepted by torchgen")
+
+
+def bypassed_and_reverted_or_refused_as_torchgen(layout: Layout) -> Exception | None:
+    """mul's entries in LAYOUT: bypassed, only they changed, and reverted byte for byte, when torchgen accepts the
+    yaml; when it refuses it (its refusal returned), `bypass` exits 2 with its reason and writes nothing."""
     with tempfile.TemporaryDirectory(prefix="codemod-layout-") as scratch:
         tree = Path(scratch) / "tree"
         shutil.copytree(TARGET_TREE, tree)
         (tree / NATIVE_FUNCTIONS).write_text(variant_text(layout))
         before = snapshot(tree)
         refusal = torchgen_verdict(tree)
-        event("refused by torchgen" if refusal else "accepted by torchgen")
         bypass = run_codemod("bypass", "mul", "--tree", str(tree), "--no-verify", *(["--guarded"] if layout.guarded else []))
         if refusal is not None:
             assert layout.breakage, f"torchgen refused a layout meant to be valid: {refusal}"
@@ -224,7 +246,7 @@ def test_a_layout_torchgen_accepts_is_bypassed_and_reverted_one_it_refuses_exits
             else:
                 assert "duplicate key" in str(refusal) and "duplicate key" in message
             assert snapshot(tree) == before
-            return
+            return refusal
         assert bypass.returncode == 0, bypass.stderr
         assert torchgen_verdict(tree) is None, "the bypassed yaml no longer loads in torchgen"
         _assert_only_members_changed(before[NATIVE_FUNCTIONS].decode(), (tree / NATIVE_FUNCTIONS).read_text())
@@ -237,6 +259,7 @@ def test_a_layout_torchgen_accepts_is_bypassed_and_reverted_one_it_refuses_exits
         revert = run_codemod("revert", "mul", "--tree", str(tree))
         assert revert.returncode == 0, revert.stderr
         assert snapshot(tree) == before
+        return None
 
 
 def _assert_only_members_changed(before: str, after: str) -> None:
