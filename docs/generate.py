@@ -444,6 +444,46 @@ def real_tree_steps(_outputs: dict) -> str:
             + _measured_when(record) + "\n")
 
 
+def _minutes(seconds: float) -> str:
+    return f"{seconds / 60:.0f} min"
+
+
+def _outcome_counts(record: dict) -> str:
+    counts = record["counts"]
+    failed = counts["failures"] + counts["errors"]
+    passed = counts["tests"] - failed - counts["skipped"]
+    return f"{passed} passed, {failed} failed, {counts['skipped']} skipped"
+
+
+NOT_TIMED = "not timed yet: `python benchmarks/suite_cost.py` runs the suite and records what it costs."
+
+
+def suite_cost_line(_outputs: dict) -> str:
+    """For the README: how long the test command takes, as last measured (the suite checks the pages while it is
+    measured, so a first measurement runs with none recorded)."""
+    if not (RESULTS / "suite_cost.json").is_file():
+        return f"The tests are {NOT_TIMED}"
+    record = _recorded("suite_cost")
+    load = record["load_average"]
+    return (f"The tests take {_minutes(record['wall_s'])} on {record['cpus']} cores at load average {load['before']:.1f} "
+            f"({record['date']}; {_outcome_counts(record)}); pytest names each file as it starts it and the time at the end. "
+            "[What each file costs](docs/layout.md#what-the-tests-cost).")  # the end marker follows on this line
+
+
+def suite_cost_figures(_outputs: dict) -> str:
+    """The test command's wall and CPU time, each file's seconds, the slowest tests."""
+    if not (RESULTS / "suite_cost.json").is_file():
+        return f"The tests are {NOT_TIMED}\n"
+    record = _recorded("suite_cost")
+    files = ["| file | tests | seconds |", "|---|---:|---:|"]
+    files += [f"| `{row['file']}` | {row['tests']} | {row['seconds']:.0f} |" for row in record["files"]]
+    slowest = ["| test | seconds |", "|---|---:|"]
+    slowest += [f"| `{row['test']}` | {row['seconds']:.0f} |" for row in record["slowest"]]
+    return (f"`{record['command']}`: {_outcome_counts(record)} in {_minutes(record['wall_s'])} wall, "
+            f"{_minutes(record['cpu_s'])} CPU (user + system of every process it ran). " + _measured_when(record)
+            + "\n\n" + "\n".join(files) + "\n\n" + "\n".join(slowest) + "\n")
+
+
 def _times(count: int) -> str:
     return "once" if count == 1 else f"{count} times"
 
@@ -462,6 +502,8 @@ GENERATED_TEXT: dict[str, Callable[[dict], str]] = {
     "figures/op-sweep": op_sweep_figures,
     "figures/real-tree-totals": real_tree_totals,
     "figures/real-tree-steps": real_tree_steps,
+    "readme/suite-cost": suite_cost_line,
+    "figures/suite-cost": suite_cost_figures,
 }
 SESSIONS_READ = {"readme/call-path": ("conventions",)}  # the generated texts that read a session's output
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import atexit
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -20,12 +21,15 @@ import pytest
 from codemod.apply import journal, transaction
 from codemod.apply.lock import LOCK_FILE
 from codemod.cli.report import SCHEMA
+from codemod.model import cache
 from codemod.model.errors import VerificationFailed
 from codemod.model.tree import locate
 
 REPO = Path(__file__).resolve().parent.parent
 USERS_TARGET_TREE = REPO / "target_tree"  # as the user left it: read only through pristine_copy
 FIXTURES = REPO / "fixtures"
+# The build cache of the whole session (the one the README's first command filled), before a test points elsewhere.
+SESSION_CACHE = cache.cache_dir()
 
 
 OUTPUT_SCHEMA = jsonschema.Draft202012Validator(json.loads(SCHEMA.read_text()))
@@ -116,3 +120,28 @@ def tree(tmp_path: Path, target_tree: Path) -> Path:
     copy = tmp_path / "tree"
     shutil.copytree(target_tree, copy)
     return copy
+
+
+@pytest.fixture(scope="session")
+def bypassed_full_tree(tmp_path_factory: pytest.TempPathFactory, target_tree: Path):
+    """tests/full_tree.py's tree: bypassed, regenerated and compiled once for the session; shared, so never written."""
+    if shutil.which("g++") is None:
+        pytest.skip("g++ is not installed")
+    from tests import full_tree  # it imports run_codemod from here
+
+    return full_tree.build(tmp_path_factory.mktemp("full-tree"), target_tree)
+
+
+def seeded_cache(destination: Path, entries: str = "pch-*", leave_out: str = "", source: Path = SESSION_CACHE) -> Path:
+    """A new build cache at DESTINATION holding SOURCE's ENTRIES (a glob; by default the precompiled headers) but
+    LEAVE_OUT, as hard links (entries are never edited in place): for a test of what a first build does, which is not
+    making those entries."""
+    destination.mkdir(parents=True)
+    for kept in source.glob(entries):
+        if kept.name == leave_out:
+            continue
+        if kept.is_dir():
+            shutil.copytree(kept, destination / kept.name, copy_function=os.link)
+        else:
+            os.link(kept, destination / kept.name)
+    return destination
