@@ -6,9 +6,10 @@ Builds a tree from the installed torch wheel (`codemod tree from-torch`), lays t
 aten/src/ATen/native/ (PyTorch's own BinaryOps.cpp, read from pytorch/pytorch: never committed), and runs
 `bypass OP` three times, each in a fresh process on a fresh copy of the tree:
 
-- first ever: an empty build cache (the precompiled headers are built in this run);
-- cold: a cache holding only the precompiled headers (what any earlier op leaves), so the op's own compiles,
-  codegen and checks all run;
+- first ever: an empty build cache (the regenerated headers' PCH is made in this run; the libtorch one is not,
+  the cache's first harness compile leaves a note that the next one makes it);
+- cold: a cache holding only the precompiled headers and that note (what any earlier op leaves), so the op's own
+  compiles, codegen and checks all run;
 - warm: the cache the cold run filled.
 
 For each: the command's steps (its --json `seconds`), every child process by kind (wall, CPU), codemod's own
@@ -50,7 +51,7 @@ def kind(args: list[str]) -> str:
     if "parse_native_yaml" in " ".join(args):
         return "torchgen's loader on the whole yaml"
     if Path(args[0]).name in ("g++", "c++", os.environ.get("CXX", "g++")):
-        what = next((a for a in ("-M", "-fsyntax-only", "-shared", "-c", "c++-header") if a in args), "link")
+        what = next((a for a in ("-M", "-E", "-fsyntax-only", "-shared", "-c", "c++-header") if a in args), "link")
         named = [Path(a).name for a in args if re.search(r"\.(cpp|h|o)$", a) and not a.startswith("-")]
         return f"g++ {what} {named[-1] if named else ''}".rstrip()
     return Path(args[0]).name
@@ -176,13 +177,14 @@ def main() -> None:
         write_tree_from_torch(tree, REPO / "target_tree")
         for source in sources:
             shutil.copyfile(source, tree / NATIVE / source.name)
-        first, cold = Path(scratch) / "first-cache", Path(scratch) / "cold-cache"
-        runs = [summary("first ever (empty build cache)", run(args.op, tree, first, "first"))]
-        cold.mkdir()
-        for pch in first.glob("pch-*"):
-            shutil.copytree(pch, cold / pch.name)
-        runs.append(summary("cold (a cache holding only the precompiled headers)", run(args.op, tree, cold, "cold")))
-        runs.append(summary("warm (the cache the cold run filled)", run(args.op, tree, cold, "warm")))
+        cache = Path(scratch) / "cache"
+        runs = [summary("first ever (empty build cache)", run(args.op, tree, cache, "first"))]
+        # in place: a PCH of generated headers is keyed by their path, which is in the cache
+        for entry in cache.iterdir():
+            if not entry.name.startswith(("pch-", ".pch-")):  # a PCH, the note that one is wanted, its lock
+                (shutil.rmtree if entry.is_dir() else Path.unlink)(entry)
+        runs.append(summary("cold (a cache holding only the precompiled headers)", run(args.op, tree, cache, "cold")))
+        runs.append(summary("warm (the cache the cold run filled)", run(args.op, tree, cache, "warm")))
     for each in runs:
         show(each)
     if args.record:

@@ -28,9 +28,9 @@ from tests.conftest import OUTPUT_SCHEMA, REPO, descendants, ended, run_codemod,
 
 @pytest.fixture(scope="module")
 def cache(tmp_path_factory: pytest.TempPathFactory):
-    """A fresh build cache for this module, so the first build really compiles; with the session's precompiled
-    headers, which test_pch.py tests the making of."""
-    path = seeded_cache(tmp_path_factory.mktemp("build-cache") / "cache")
+    """A fresh build cache for this module, so the first build really compiles, and with no precompiled header, so it
+    leaves the note that makes the next compile make one."""
+    path = tmp_path_factory.mktemp("build-cache")
     previous = os.environ.get("CODEMOD_BUILD_CACHE")
     os.environ["CODEMOD_BUILD_CACHE"] = str(path)  # also seen by the CLI subprocesses
     yield path
@@ -58,13 +58,16 @@ def test_extension_holds_the_bypass_scaffolding_verbatim_in_its_own_namespace(bu
         assert struct.text not in source
 
 
-def test_harness_and_extension_are_one_compile_with_the_libtorch_headers_precompiled(
+def test_harness_and_extension_are_one_compile_with_the_libtorch_headers_precompiled_from_a_caches_second(
     built: compiler.Built, cache: Path, target_tree: Path, tmp_path: Path,
 ) -> None:
-    """`codemod build` compiles the harness source once, force-including the precompiled installed headers, and
-    links the object twice: the harness executable and the Python extension the OpInfo check imports."""
+    """`codemod build` compiles the harness source once and links the object twice: the harness executable and the
+    Python extension the OpInfo check imports. The first compile of a cache (the fixture's) loads no precompiled
+    headers and leaves a note; the next one (here in a cache holding only that note) makes them and loads them."""
     assert built.module is not None and built.module.parent == built.executable.parent
-    fresh = seeded_cache(tmp_path / "cache", source=cache)  # as after another op: only the precompiled headers
+    notes = list(cache.glob("pch-*.wanted"))
+    assert len(notes) == 1 and not list(cache.glob("pch-*/libtorch_pch.h.gch"))
+    fresh = seeded_cache(tmp_path / "cache", notes[0].name, source=cache)  # as after another op: only the note
     log = tmp_path / "g++.log"
     logging_cxx = tmp_path / "g++"
     logging_cxx.write_text(f'#!/bin/sh\necho "$@" >> {log}\nexec {compiler.CXX} "$@"\n')
@@ -76,13 +79,15 @@ def test_harness_and_extension_are_one_compile_with_the_libtorch_headers_precomp
     assert result.returncode == 0, result.stderr
     assert "checks: 70 passed, 0 failed" in result.stderr and "mul: 150 comparisons with torch" in result.stderr
     runs = log.read_text().splitlines()
-    compiled = [run for run in runs if re.search(r"\.(cpp|cc)( |$)", run)]
+    # -fsyntax-only: the PCH just made, tried on an empty file
+    compiled = [run for run in runs if re.search(r"\.(cpp|cc)( |$)", run) and "-fsyntax-only" not in run]
     assert len(compiled) == 1 and " -c " in compiled[0], runs
     assert f"-include {fresh}/pch-" in compiled[0] and "libtorch_pch.h -Winvalid-pch -Werror=invalid-pch" in compiled[0]
     links = [run for run in runs if run.split()[0].endswith(".o") or run.startswith("-shared ")]
     assert len(links) == 2 and sum(run.startswith("-shared ") for run in links) == 1, runs
     made = [run for run in runs if "c++-header" in run and " -M " not in run]  # -M: listing what the PCH would hold
-    assert not made, made  # the precompiled headers were found by their key, not made again
+    assert len(made) == 1 and "libtorch_pch.h.gch" in made[0], made
+    assert result.stderr.count("precompile libtorch_pch.h") == 1
 
 
 def test_the_libtorch_pch_holds_every_fixed_include_of_the_harness_and_the_extension(target_tree: Path) -> None:

@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from codemod.apply import journal
+from codemod.model import progress
 from codemod.model.errors import VerificationFailed
 from codemod.model.tree import NATIVE_SOURCES, TEMPLATES, locate
 from codemod.plan.plan import Plan, make_plan
@@ -207,6 +208,41 @@ def test_a_plan_whose_edit_does_not_compile_fails_at_the_trees_file_and_line(
     assert "codemod-compile-" not in message  # the scratch copy is named as the tree's file
     # of the file that did not compile before the bypass, only the error the bypass brought
     assert "codemod_other_undeclared_name" in message and "is_onednn" not in message
+
+
+def test_the_regenerated_headers_precompiled_change_no_verdict(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """In an empty build cache, with a PCH made for two users or more, the files of a bypass that read the regenerated
+    Functions.h alike with it as without it load one PCH of it, made once; VariableTypeManual.cpp, which reads c10's OptionalRef.h before the assert macro
+    that header uses is defined (so with the PCH it would read the macro expanded), is refused it. Compiled again in
+    another empty cache without that PCH (a header no file reads in its place), every verdict is the same."""
+    located = locate(full_tree(tmp_path, {}))
+    plan = make_plan(located, "mul")
+    journal.apply(located, [plan])
+    headers = compile_check.regenerate_headers(located)
+
+    def compile_check_in(cache: str) -> tuple[compile_check.CompileReport, list[str]]:
+        monkeypatch.setenv("CODEMOD_BUILD_CACHE", str(tmp_path / cache))
+        progress.set_level(progress.VERBOSE)
+        try:
+            report = compile_check.check(located, headers, [plan])
+        finally:
+            progress.set_level(progress.NORMAL)
+        return report, capsys.readouterr().err.splitlines()
+
+    monkeypatch.setattr(compile_check, "GENERATED_PCH_USERS", 2)  # made here for the three files that pass the check
+    with_pch, said = compile_check_in("with")
+    loading = {line.rsplit(" ", 1)[1] for line in said if line.startswith("$ ") and " -fsyntax-only " in line and "/generated_pch.h " in line}
+    assert {located.path(BINARY_OPS).as_posix(), located.path("aten/src/ATen/native/BlasScale.cpp").as_posix()} <= loading
+    assert not any(path.endswith("VariableTypeManual.cpp") for path in loading)
+    assert sum(line.startswith("precompile generated_pch.h") for line in said) == 1
+    reads_nothing = tmp_path / "reads_nothing.h"
+    reads_nothing.write_text("#include <codemod_no_file_reads_this.h>\n")
+    monkeypatch.setattr(compile_check, "GENERATED_PCH", reads_nothing)
+    without_pch, said = compile_check_in("without")
+    assert not any(line.startswith("precompile reads_nothing.h") for line in said)
+    same = ("compiled", "templates_compiled", "not_compiled", "through", "per_operator")
+    assert [getattr(with_pch, name) for name in same] == [getattr(without_pch, name) for name in same]
+    assert set(with_pch.compiled) == {BINARY_OPS, "aten/src/ATen/native/BlasScale.cpp", STATIC_RUNTIME, "torch/csrc/autograd/VariableTypeManual.cpp"}
 
 
 def test_a_slim_trees_headers_are_not_used_and_the_reason_is_given(checkout: Path) -> None:

@@ -1,17 +1,23 @@
 """The build cache every compile publishes into: entries keyed by a content digest, published by one rename.
 
 `$CODEMOD_BUILD_CACHE`, else `cpp_ext/build/` of the checkout codemod runs from. Entries are never edited in
-place, so concurrent codemod processes (and several checkouts pointed at one cache) share it safely.
+place, so concurrent codemod processes (and several checkouts pointed at one cache) share it safely. An entry is
+made under its lock (a file lock beside it, `.ENTRY.lock`), so threads and processes asking for the same entry
+make it once: the others wait and find it. A kind of entry that is large and rarely used twice (the precompiled
+generated headers) is bounded: its least recently used entries are evicted, each unless in use (`using` holds its
+lock shared, which eviction does not wait for).
 """
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import functools
 import hashlib
 import os
 import shutil
 import tempfile
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
@@ -51,18 +57,21 @@ def own_code() -> str:
 
 def cached_build(entry: str, product: str, make: Callable[[Path], None]) -> tuple[Path, bool]:
     """CACHE/ENTRY, holding PRODUCT, and whether it was there already. MAKE fills a scratch directory
-    beside it, published by one rename, so a half-made entry is never seen."""
+    beside it (hidden: a dot name), published by one rename, so a half-made entry is never seen; under the entry's
+    lock, so a thread or process asking meanwhile waits for it rather than making it again."""
     out_dir = cache_dir() / entry
     if (out_dir / product).is_file():
         return out_dir, True
-    cache_dir().mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(prefix=f"{entry}-", dir=cache_dir(), ignore_cleanup_errors=True) as scratch:
-        make(Path(scratch))
-        try:
-            Path(scratch).rename(out_dir)
-        except OSError:  # a concurrent build published first
-            if not (out_dir / product).is_file():
-                raise
+    with _locked(entry, fcntl.LOCK_EX):
+        if (out_dir / product).is_file():  # made while this one waited
+            return out_dir, True
+        with tempfile.TemporaryDirectory(prefix=f".{entry}-", dir=cache_dir(), ignore_cleanup_errors=True) as scratch:
+            make(Path(scratch))
+            try:
+                Path(scratch).rename(out_dir)
+            except OSError:  # published first by a codemod that takes no lock
+                if not (out_dir / product).is_file():
+                    raise
     return out_dir, False
 
 
@@ -72,6 +81,63 @@ def publish_text(path: Path, text: str) -> None:
     scratch = path.with_name(f"{path.name}.tmp{os.getpid()}-{threading.get_ident()}")
     scratch.write_text(text)
     scratch.replace(path)
+
+
+@contextlib.contextmanager
+def using(entry: str, product: str, make: Callable[[Path], None]) -> Iterator[tuple[Path, bool]]:
+    """cached_build's entry and whether it was there, held while the block uses it: its lock shared, which `evict`
+    does not take, and its time of last use (the directory's mtime) now."""
+    made = False
+    while True:
+        with _locked(entry, fcntl.LOCK_SH):
+            out_dir = cache_dir() / entry
+            if (out_dir / product).is_file():
+                os.utime(out_dir)
+                yield out_dir, not made
+                return
+        _, cached = cached_build(entry, product, make)
+        made = not cached
+
+
+def evict(entries: Sequence[Path], keep: int) -> None:
+    """Of ENTRIES (directories of the cache), remove all but the KEEP most recently used, each unless its lock is held
+    (made or used right now): moved out of sight first, so it is never seen half removed."""
+    for entry in sorted(entries, key=_last_use, reverse=True)[keep:]:
+        with contextlib.suppress(BlockingIOError), _locked(entry.name, fcntl.LOCK_EX | fcntl.LOCK_NB) as lock:
+            if entry.is_dir():  # else another process evicted it meanwhile
+                doomed = Path(tempfile.mkdtemp(prefix=".evicted-", dir=cache_dir()))
+                entry.rename(doomed / entry.name)
+                lock.unlink()  # after the rename: whoever opens it anew from here on finds no entry
+                shutil.rmtree(doomed, ignore_errors=True)
+
+
+def _last_use(entry: Path) -> float:
+    try:
+        return entry.stat().st_mtime
+    except FileNotFoundError:
+        return 0.0
+
+
+@contextlib.contextmanager
+def _locked(entry: str, operation: int) -> Iterator[Path]:
+    """ENTRY's lock file (CACHE/.ENTRY.lock), flock-ed with OPERATION while the block runs. Each call opens the file
+    anew, so threads of one process exclude each other as processes do; a lock file removed (by `evict`) while this
+    call waited for it is opened again."""
+    path = cache_dir() / f".{entry}.lock"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    while True:
+        descriptor = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(descriptor, operation)
+            try:
+                current = os.stat(path).st_ino == os.fstat(descriptor).st_ino
+            except FileNotFoundError:
+                current = False
+            if current:
+                yield path
+                return
+        finally:
+            os.close(descriptor)  # releases the lock
 
 
 def keep_failed(source: Path, name: str) -> Path:

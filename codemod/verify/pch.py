@@ -3,19 +3,29 @@
 A PCH is kept in the build cache under the key of the compiler, the flags it is built with (include directories
 aside) and every header it holds, each by path and content as `g++ -M` resolves it under the compile's own include
 directories: a header that changed, or that another include directory now shadows, gives another key, so a stale
-PCH is never found. g++ itself refuses a PCH built with other flags (-Winvalid-pch), which a compile with warnings
-on turns into an error (-Werror=invalid-pch); since the compile check runs with -w, which silences that, each PCH
-is also tried once, warnings on, when it is made. A PCH g++ would not use is an error, never a silent fallback.
+PCH is never found. It is made once per key, under the entry's lock (threads and processes asking meanwhile wait
+for it), and held (its lock shared) while a compile loads it. g++ itself refuses a PCH built with other flags
+(-Winvalid-pch), which a compile with warnings on turns into an error (-Werror=invalid-pch); since the compile check
+runs with -w, which silences that, each PCH is also tried once, warnings on, when it is made. A PCH g++ would not
+use is an error, never a silent fallback.
+
+Whether a source may load a PCH is one check (`reads_the_same`): g++'s preprocessor output for the source alone and
+with the PCH's header force-included, grouped by the file each line comes from, reads the same files, each with the
+same lines (number and text; the system headers' lines taken together). The PCH then changes only the order in which
+the source reads what it reads anyway: the same headers, each seen with the same macros.
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
+import os
 import re
 import shutil
 import subprocess
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from codemod.model import cache, progress
@@ -24,11 +34,16 @@ from codemod.model.errors import BadInput, VerificationFailed
 # Not part of the key: where headers are looked up decides only which files are read, and the key holds those.
 _INCLUDE_DIR_OPTIONS = ("-I", "-iquote", "-isystem", "-idirafter")
 # Flags that say what to produce or where to write dependencies, not how to read the source.
-_OUTPUT_OPTIONS = ("-c", "-fsyntax-only", "-MD", "-MMD")
+_OUTPUT_OPTIONS = ("-c", "-fsyntax-only", "-E", "-MD", "-MMD")
 _OPTIONS_WITH_PATH = ("-MF", "-MT", "-MQ", "-o")
 # With the -include of a PCH's header (g++ looks for NAME.gch beside it first): a refused PCH is an error, and a
 # dependency file (-MD) still lists every header the PCH holds.
 USE_FLAGS = ("-Winvalid-pch", "-Werror=invalid-pch", "-fpch-deps")
+# The preprocessor's line markers: `# LINE "FILE" FLAGS`, before the lines that come from FILE from LINE on.
+LINE_MARKER = re.compile(r'^# (?P<line>\d+) "(?P<file>(?:\\.|[^"\\])*)"(?P<flags>[ \d]*)$')
+# What a PCH's own header may leave in the preprocessed text (ATen_pch.h saves and restores a macro around its
+# includes): nothing that declares anything.
+_MACRO_PRAGMA = re.compile(r"^#pragma (?:push|pop)_macro\(")
 
 
 @functools.lru_cache(maxsize=1)
@@ -79,11 +94,48 @@ def key(cxx: str, header: Path, flags: Sequence[str]) -> str:
     return cache.digest(*parts)[:20]
 
 
-def flags_for(cxx: str, header: Path, flags: Sequence[str]) -> list[str]:
-    """What to add to a compile with FLAGS to load HEADER precompiled (made once, when the cache has no PCH of this
-    key): an -include of the cached copy of HEADER, beside its .gch, and USE_FLAGS."""
-    entry, _ = cache.cached_build(f"pch-{key(cxx, header, flags)}", f"{header.name}.gch", lambda scratch: _make(cxx, header, flags, scratch))
-    return ["-include", str(entry / header.name), *USE_FLAGS]
+def _entry(pch_key: str) -> str:
+    return f"pch-{pch_key}"
+
+
+def kept(header: Path, pch_key: str) -> bool:
+    """Whether the build cache holds HEADER precompiled under PCH_KEY (key)."""
+    return (cache.cache_dir() / _entry(pch_key) / f"{header.name}.gch").is_file()
+
+
+@contextlib.contextmanager
+def loaded(cxx: str, header: Path, flags: Sequence[str], pch_key: str | None = None, bound: int | None = None) -> Iterator[list[str]]:
+    """What to add to a compile with FLAGS to load HEADER precompiled, for the block that runs it: an -include of the
+    cached copy of HEADER, beside its .gch, and USE_FLAGS. Made once per key (PCH_KEY, when the caller computed it),
+    under the entry's lock, so that a thread or process asking for it meanwhile waits and finds it; held while the
+    block runs, so that no eviction removes it meanwhile. BOUND: when one is made, keep at most that many PCHs of
+    HEADER's name, evicting the least recently used."""
+    entry = _entry(pch_key or key(cxx, header, flags))
+    make = functools.partial(_make, cxx, header, flags)
+    with cache.using(entry, f"{header.name}.gch", make) as (found, was_kept):
+        if not was_kept:
+            _evict_beyond(header, bound)
+        yield ["-include", str(found / header.name), *USE_FLAGS]
+
+
+@contextlib.contextmanager
+def loaded_when_asked_again(cxx: str, header: Path, flags: Sequence[str]) -> Iterator[list[str]]:
+    """`loaded`, for a PCH that costs more to make than a compile saves: the first compile that asks for it in a build
+    cache loads nothing and leaves a note there (ENTRY.wanted); the next one makes it."""
+    pch_key = key(cxx, header, flags)
+    note = cache.cache_dir() / f"{_entry(pch_key)}.wanted"
+    if kept(header, pch_key) or note.is_file():
+        with loaded(cxx, header, flags, pch_key) as loading:
+            yield loading
+        return
+    note.parent.mkdir(parents=True, exist_ok=True)
+    note.touch()
+    yield []
+
+
+def _evict_beyond(header: Path, bound: int | None) -> None:
+    if bound is not None:
+        cache.evict([held.parent for held in cache.cache_dir().glob(f"pch-*/{header.name}.gch")], bound)
 
 
 def _make(cxx: str, header: Path, flags: Sequence[str], scratch: Path) -> None:
@@ -110,43 +162,80 @@ def _require_usable(cxx: str, copy: Path, flags: list[str]) -> None:
         raise VerificationFailed(f"{cxx} does not use the precompiled {copy.name} it just made:\n" + "\n".join(refused or [result.stderr.strip()]))
 
 
-# What PyTorch's own build force-includes into every libtorch source with USE_PRECOMPILED_HEADERS: c10 and the
-# ATen headers that include no generated file (it defines TORCH_ASSERT_NO_OPERATORS to keep it so), so no bypass
-# changes it.
-ATEN_PCH = "ATen/core/ATen_pch.h"
+@dataclass(frozen=True)
+class Preprocessed:
+    """g++'s preprocessor output, by the file each line comes from."""
+
+    lines: dict[str, list[tuple[int, str]]]  # each file's non-blank lines, (line, text): every file entered, by path
+    system: frozenset[str]  # of those, the system headers (line marker flag 3)
+
+
+def parse(text: str) -> Preprocessed:
+    """Preprocessed TEXT by file (paths as g++ spelled them, normalised)."""
+    lines: dict[str, list[tuple[int, str]]] = {}
+    system = set()
+    current: list[tuple[int, str]] = []
+    line = 0
+    for text_line in text.splitlines():
+        marker = LINE_MARKER.match(text_line) if text_line.startswith("# ") else None
+        if marker is not None:
+            name = os.path.normpath(marker["file"])
+            current, line = lines.setdefault(name, []), int(marker["line"])
+            if "3" in marker["flags"].split():
+                system.add(name)
+            continue
+        if text_line.strip():
+            current.append((line, text_line))
+        line += 1
+    return Preprocessed(lines, frozenset(system))
+
+
+# The system headers' lines, taken together: glibc's headers share typedefs (pid_t in sys/types.h and sched.h, under
+# one __pid_t_defined), so which of them yields one depends on which is read first, which a PCH changes.
+SYSTEM_HEADERS = "<system headers>"
+
+
+def preprocessed(
+    cxx: str, source: Path, flags: Sequence[str], header: Path | None = None, deps: Path | None = None,
+    paths: Callable[[str], str] = str,
+) -> dict[str, str] | None:
+    """What reads_the_same compares of g++'s preprocessor output on SOURCE with FLAGS (and HEADER force-included):
+    each file read (PATHS: how to name it, from its path) and the digest of its lines (number and text, as a
+    multiset: a PCH reorders files, so a header included twice may come in another order), the system headers' lines
+    as one multiset of texts (SYSTEM_HEADERS); HEADER's own lines left out when they only save and restore macros.
+    None when the preprocessor fails (an #error, a missing header: the compile says why). DEPS: where to write what
+    it read (g++ -MD)."""
+    command = [
+        cxx, *language_flags(flags), "-E", *(["-include", str(header)] if header else []),
+        *(["-MD", "-MF", str(deps)] if deps else []), str(source),
+    ]
+    progress.command(command)
+    result = subprocess.run(command, capture_output=True, text=True)
+    if result.returncode != 0:
+        return None
+    found = parse(result.stdout)
+    if header is not None and all(_MACRO_PRAGMA.match(text) for _, text in found.lines.get(os.path.normpath(header), [])):
+        found.lines.pop(os.path.normpath(header), None)
+    digests = {paths(name): "" if name in found.system else _multiset(lines) for name, lines in found.lines.items()}
+    digests[SYSTEM_HEADERS] = _multiset([(0, text) for name in found.system for _, text in found.lines.get(name, [])])
+    return digests
+
+
+def _multiset(lines: list[tuple[int, str]]) -> str:
+    return hashlib.sha256("\n".join(f"{number} {text}" for number, text in sorted(lines)).encode()).hexdigest()
+
+
+def reads_the_same(alone: dict[str, str] | None, with_header: dict[str, str] | None) -> bool:
+    """Whether a source reads the same files, each with the same lines, with a header force-included as without it
+    (preprocessed's of each): then loading that header precompiled changes only the order it reads them in. Not when
+    the preprocessor failed."""
+    return alone is not None and alone == with_header
+
+
 _INCLUDE = re.compile(r"^#include <(?P<name>[^>]+)>$", re.MULTILINE)
 
 
-def for_source(cxx: str, source: Path, flags: Sequence[str]) -> list[str]:
-    """The flags that load ATen_pch.h precompiled into a compile of SOURCE with FLAGS, less its includes SOURCE
-    does not read: the PCH holds only headers SOURCE reads anyway (checked with g++ -M), so it changes only the
-    order they are read in. None where the include directories hold no ATen_pch.h or g++ cannot read SOURCE's
-    includes (the compile itself then says why)."""
-    header = next((found for found in (Path(d) / ATEN_PCH for d in include_dirs(flags)) if found.is_file()), None)
-    if header is None:
-        return []
-    try:
-        read = set(files_read(cxx, source, tuple(flags)))
-    except VerificationFailed:
-        return []
-    text = _INCLUDE.sub(lambda line: line[0] if _reads(read, line["name"]) else "", header.read_text())
-    with tempfile.TemporaryDirectory(prefix="codemod-pch-") as scratch:
-        subset = Path(scratch, header.name)
-        subset.write_text(text)
-        held = set(files_read(cxx, subset, tuple(flags), as_header=True)[1:])
-        return flags_for(cxx, subset, flags) if held <= read else []
-
-
-def _reads(read: set[Path], name: str) -> bool:
-    return any(path.as_posix().endswith("/" + name) for path in read)
-
-
-def include_dirs(flags: Sequence[str]) -> list[str]:
-    """The -I and -isystem directories of FLAGS, in the order g++ searches them for <...>."""
-    found, system = [], []
-    for flag, following in zip(flags, [*flags[1:], ""]):
-        if flag.startswith("-I"):
-            found.append(flag[2:] or following)
-        elif flag.startswith("-isystem"):
-            system.append(flag[len("-isystem"):] or following)
-    return found + system
+def unread_includes_removed(text: str, read: Iterable[str]) -> str:
+    """TEXT less its `#include <NAME>` lines of the headers not among READ (the paths of the files a source reads)."""
+    rooted = tuple("/" + path for path in read)  # a tree's file is named relative to the tree
+    return _INCLUDE.sub(lambda line: line[0] if any(path.endswith("/" + line["name"]) for path in rooted) else "", text)
