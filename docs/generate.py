@@ -445,7 +445,7 @@ def real_tree_steps(_outputs: dict) -> str:
 
 
 def _minutes(seconds: float) -> str:
-    return f"{seconds / 60:.0f} min"
+    return f"{seconds / 60:.0f} min" if seconds >= 60 else f"{seconds:.0f} s"
 
 
 def _outcome_counts(record: dict) -> str:
@@ -455,15 +455,28 @@ def _outcome_counts(record: dict) -> str:
     return f"{passed} passed, {failed} failed, {counts['skipped']} skipped"
 
 
-NOT_TIMED = "not timed yet: `python benchmarks/suite_cost.py` runs the suite and records what it costs."
+NOT_TIMED = "`python benchmarks/suite_cost.py` runs the suite and records what it costs"
+
+
+def _whole_suite(record: dict) -> bool:
+    return record["covered"] == "the whole suite"
+
+
+def _covered(record: dict) -> str:
+    """What a suite_cost run covered, when it was not the whole suite."""
+    files = record["covered"]
+    return f"{len(files)} of the {record['suite_files']} test files ({', '.join(f'`{name}`' for name in files)})"
 
 
 def suite_cost_line(_outputs: dict) -> str:
     """For the README: how long the test command takes, as last measured (the suite checks the pages while it is
     measured, so a first measurement runs with none recorded)."""
     if not (RESULTS / "suite_cost.json").is_file():
-        return f"The tests are {NOT_TIMED}"
+        return f"The tests are not timed yet: {NOT_TIMED}."
     record = _recorded("suite_cost")
+    if not _whole_suite(record):
+        return (f"The tests are not timed as a whole yet: {NOT_TIMED} ([its last run](docs/layout.md#what-the-tests-cost) "
+                f"covered {len(record['covered'])} of the {record['suite_files']} test files).")
     load = record["load_average"]
     return (f"The tests take {_minutes(record['wall_s'])} on {record['cpus']} cores at load average {load['before']:.1f} "
             f"({record['date']}; {_outcome_counts(record)}); pytest names each file as it starts it and the time at the end. "
@@ -471,15 +484,17 @@ def suite_cost_line(_outputs: dict) -> str:
 
 
 def suite_cost_figures(_outputs: dict) -> str:
-    """The test command's wall and CPU time, each file's seconds, the slowest tests."""
+    """The test command's wall and CPU time, each file's seconds, the slowest tests; labelled with what was run."""
     if not (RESULTS / "suite_cost.json").is_file():
-        return f"The tests are {NOT_TIMED}\n"
+        return f"The tests are not timed yet: {NOT_TIMED}.\n"
     record = _recorded("suite_cost")
     files = ["| file | tests | seconds |", "|---|---:|---:|"]
     files += [f"| `{row['file']}` | {row['tests']} | {row['seconds']:.0f} |" for row in record["files"]]
     slowest = ["| test | seconds |", "|---|---:|"]
     slowest += [f"| `{row['test']}` | {row['seconds']:.0f} |" for row in record["slowest"]]
-    return (f"`{record['command']}`: {_outcome_counts(record)} in {_minutes(record['wall_s'])} wall, "
+    run = f"`{record['command']}`" if _whole_suite(record) else (
+        f"Not the whole suite: only {_covered(record)}, `{record['command']}`")
+    return (f"{run}: {_outcome_counts(record)} in {_minutes(record['wall_s'])} wall, "
             f"{_minutes(record['cpu_s'])} CPU (user + system of every process it ran). " + _measured_when(record)
             + "\n\n" + "\n".join(files) + "\n\n" + "\n".join(slowest) + "\n")
 

@@ -6,6 +6,7 @@ first command does). They work on a copy with every bypass recorded in its journ
 from __future__ import annotations
 
 import atexit
+import errno
 import json
 import os
 import shutil
@@ -134,14 +135,24 @@ def bypassed_full_tree(tmp_path_factory: pytest.TempPathFactory, target_tree: Pa
 
 def seeded_cache(destination: Path, entries: str = "pch-*", leave_out: str = "", source: Path = SESSION_CACHE) -> Path:
     """A new build cache at DESTINATION holding SOURCE's ENTRIES (a glob; by default the precompiled headers) but
-    LEAVE_OUT, as hard links (entries are never edited in place): for a test of what a first build does, which is not
-    making those entries."""
+    LEAVE_OUT, as hard links (entries are never edited in place; copies where SOURCE is on another file system): for a
+    test of what a first build does, which is not making those entries. Never a lock file or a half-made entry (dot
+    names): a lock shared through a hard link would tie the two caches' runs."""
     destination.mkdir(parents=True)
     for kept in source.glob(entries):
-        if kept.name == leave_out:
+        if kept.name == leave_out or kept.name.startswith("."):
             continue
         if kept.is_dir():
-            shutil.copytree(kept, destination / kept.name, copy_function=os.link)
+            shutil.copytree(kept, destination / kept.name, copy_function=_linked)
         else:
-            os.link(kept, destination / kept.name)
+            _linked(kept, destination / kept.name)
     return destination
+
+
+def _linked(source: Path | str, destination: Path | str) -> None:
+    try:
+        os.link(source, destination)
+    except OSError as error:
+        if error.errno != errno.EXDEV:  # else on another file system: a copy
+            raise
+        shutil.copy2(source, destination)
