@@ -79,6 +79,8 @@ def test_status_ops_and_explain_import_no_heavy_library(tmp_path: Path, tree: Pa
     assert run_codemod("bypass", "mul", *on_tree, "--no-verify").returncode == 0
     modules = imported_by(tmp_path, "status", *on_tree)  # the journal's checks, and the callers a plain bypass left
     assert not modules & set(HEAVY), modules & set(HEAVY)
+    # reading a journal needs neither the planner nor the yaml model nor torchgen's runner (~100 ms of imports)
+    assert not modules & {"yaml", "ruamel.yaml", "codemod.plan.plan", "codemod.capture.codegen"}
 
 
 def test_every_command_listed_is_the_command_of_that_name() -> None:

@@ -21,7 +21,7 @@ import hashlib
 import json
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TypedDict
+from typing import TYPE_CHECKING, TypedDict
 
 from codemod.apply import rebase, transaction
 from codemod.apply.lock import LOCK_FILE
@@ -30,7 +30,9 @@ from codemod.capture.capture import Capture
 from codemod.model import json_file, op_name
 from codemod.model.errors import BadInput, VerificationFailed
 from codemod.model.tree import NATIVE_FUNCTIONS, Tree, inside
-from codemod.plan.plan import OpEntries, Plan, op_entries
+
+if TYPE_CHECKING:
+    from codemod.plan.plan import OpEntries, Plan
 
 JOURNAL_DIR = STATE_DIR
 FORMAT = "codemod-journal/4"  # 4: the mode, the bypass order and a content hash; revert rewrites later ops' journals
@@ -188,6 +190,8 @@ def _last_written(entry: JournalFile, journal: Journal, journals: list[Journal])
 
 def recorded_entries(tree: Tree, recorded: Journal, guarded: bool = False) -> OpEntries:
     """The op's structured groups as they were before the bypass (in the tree they are no longer structured)."""
+    from codemod.plan.plan import op_entries  # the planner and the yaml model: status and ops read journals without them
+
     return op_entries(tree, recorded.op, guarded, _native_functions(recorded).before.decode())
 
 

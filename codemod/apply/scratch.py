@@ -8,11 +8,14 @@ import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from codemod.apply.lock import LOCK_FILE
 from codemod.apply.transaction import STATE_DIR
 from codemod.model.tree import Tree, locate
-from codemod.plan.plan import FileChange
+
+if TYPE_CHECKING:
+    from codemod.plan.plan import FileChange
 
 
 @contextmanager

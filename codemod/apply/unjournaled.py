@@ -10,12 +10,15 @@ from __future__ import annotations
 import re
 import subprocess
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from codemod.apply import patch, scratch, transaction
 from codemod.model.errors import BadInput, VerificationFailed
 from codemod.model.tree import NATIVE_SOURCES, TEMPLATES, Tree, inside
 from codemod.plan.cpp import MARKED_OP
-from codemod.plan.plan import FileChange, make_plan
+
+if TYPE_CHECKING:
+    from codemod.plan.plan import FileChange
 
 _SCANNED = (TEMPLATES, NATIVE_SOURCES)  # where every bypass leaves its markers
 _PATCHED_FILE = re.compile(r"^diff --git a/(\S+) b/", re.M)
@@ -44,6 +47,8 @@ def how_to_undo(tree: Tree, op: str, where: list[str]) -> str:
 
 def revert_with_patch(tree: Tree, op: str, patch_file: Path) -> list[str]:
     """Undo OP's patch PATCH_FILE in TREE after checking it is exactly the bypass of OP; the files restored."""
+    from codemod.plan.plan import FileChange  # the planner and the yaml model: only this path of `status` needs them
+
     try:
         text = patch_file.read_text()
     except (OSError, UnicodeDecodeError) as error:
@@ -73,6 +78,8 @@ def revert_with_patch(tree: Tree, op: str, patch_file: Path) -> list[str]:
 
 def _plan_rendering(candidate: Tree, op: str, text: str) -> tuple[FileChange, ...] | None:
     """The plain or guarded plan of OP on CANDIDATE whose patch is TEXT, if one is."""
+    from codemod.plan.plan import make_plan
+
     for guarded in (False, True):
         try:
             changes = make_plan(candidate, op, guarded).changes

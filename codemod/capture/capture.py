@@ -18,13 +18,15 @@ import tempfile
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from codemod.capture import codegen
 from codemod.model import cache, cpp_syntax, progress
 from codemod.model.cpp_syntax import Source, text
 from codemod.model.errors import BadInput
-from codemod.model.native_yaml import NativeYaml, OpGroup
 from codemod.model.tree import NATIVE_FUNCTIONS, TAGS, TEMPLATES, Tree
+
+if TYPE_CHECKING:
+    from codemod.model.native_yaml import NativeYaml, OpGroup
 
 _OPS_CALL = re.compile(r"at::_ops::(\w+)::call")
 _M_IMPL = re.compile(r'm\.impl\("([\w.]+)",\s*TORCH_FN\((\w+)\)\)')
@@ -132,6 +134,8 @@ def _inputs(tree: Tree, op: str, before_yaml: str, after_yaml: str, overloads: t
     """What a capture reads: the entries as they are and as the bypass leaves them, the whole yaml (the entries
     torchgen checks beside them, and its loaders' check), the tags and templates, the torchgen that runs, the
     parser of its outputs and our own code."""
+    from codemod.capture import codegen  # with the yaml model, ~50 ms: the commands that only read a journal skip it
+
     return [
         op, before_yaml, after_yaml, "\0".join(overloads), *codegen.files(tree.path(NATIVE_FUNCTIONS), tree.path(TAGS), tree.path(TEMPLATES)),
         *codegen.torchgen_code(tree), *cpp_syntax.parser_versions(), cache.own_code(),
@@ -140,6 +144,8 @@ def _inputs(tree: Tree, op: str, before_yaml: str, after_yaml: str, overloads: t
 
 def _captured(tree: Tree, op: str, before_yaml: str, after_yaml: str, overloads: tuple[str, ...]) -> Capture:
     from concurrent.futures import ThreadPoolExecutor  # with logging, ~10 ms: only a capture that runs pays for it
+
+    from codemod.capture import codegen
 
     with tempfile.TemporaryDirectory(prefix="codemod-capture-") as scratch:
         before, after = Path(scratch, "before"), Path(scratch, "after")

@@ -11,7 +11,7 @@ from pathlib import Path
 import click
 
 from codemod.apply import journal, transaction
-from codemod.cli import catalog, children, report
+from codemod.cli import children, report
 from codemod.cli.group import complain
 from codemod.model import op_name, progress
 from codemod.model.errors import EXIT_OK, BadInput, CodemodError
@@ -76,6 +76,8 @@ def complete_ops(bypassed: bool):
     """Shell completion of OP from the tree's yaml (see _completion_tree)."""
 
     def complete(_ctx: click.Context, _param: click.Parameter, incomplete: str) -> list[str]:
+        from codemod.cli import catalog  # the yaml model, ~50 ms: only completing an op name reads the catalogue
+
         try:
             tree = _completion_tree()
             names = [j.op for j in journal.bypassed(tree)] if bypassed else [s.op for s in catalog.catalog(tree) if s.bypassable]

@@ -18,3 +18,11 @@ class VerificationFailed(CodemodError):
     """The rewritten tree does not pass the codegen or the compiler (exit 1)."""
 
     exit_code = EXIT_VERIFICATION_FAILED
+
+
+class NotBypassable(BadInput):
+    """The op exists but the tool cannot bypass it; `reason` is the short form `codemod ops` lists."""
+
+    def __init__(self, message: str, reason: str) -> None:
+        super().__init__(message)
+        self.reason = reason

@@ -27,7 +27,7 @@ from ruamel.yaml.composer import Composer
 from ruamel.yaml.error import YAMLError as RuamelError
 from ruamel.yaml.events import AliasEvent
 
-from codemod.model.errors import BadInput
+from codemod.model.errors import BadInput, NotBypassable
 
 # Every key torchgen's NativeFunction.from_yaml understands (torchgen/model.py).
 KNOWN_KEYS = frozenset(
@@ -336,14 +336,6 @@ def parse_entry(doc: NativeYaml, entry: Entry) -> ParsedEntry:
         for key, value in node.value
     }
     return ParsedEntry(entry, spans, dict(doc.values[doc.entries.index(entry)]), bool(node.flow_style))
-
-
-class NotBypassable(BadInput):
-    """The op exists but the tool cannot bypass it; `reason` is the short form `codemod ops` lists."""
-
-    def __init__(self, message: str, reason: str) -> None:
-        super().__init__(message)
-        self.reason = reason
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from codemod.model import cache, cpp_macros, cpp_syntax
-from codemod.model.native_yaml import NotBypassable
+from codemod.model.errors import NotBypassable
 from codemod.model.tree import NATIVE_SOURCES, Tree
 
 META, IMPL = "meta", "impl"
