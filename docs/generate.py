@@ -519,6 +519,59 @@ def exhaustive_figures(under: str, _outputs: dict) -> str:
     return ("\n".join(rows) + "\n" + "".join(f"\n{line}" for line in failures) + ("\n" if failures else "")
             + f"\nBy `python benchmarks/{record['script']} --record` on {record['cpus']} cores ({record['machine']}), torch "
             f"{record['torch']}; wall time follows the load.\n")
+def _minutes(seconds: float) -> str:
+    return f"{seconds / 60:.0f} min" if seconds >= 60 else f"{seconds:.0f} s"
+
+
+def _outcome_counts(record: dict) -> str:
+    counts = record["counts"]
+    failed = counts["failures"] + counts["errors"]
+    passed = counts["tests"] - failed - counts["skipped"]
+    return f"{passed} passed, {failed} failed, {counts['skipped']} skipped"
+
+
+NOT_TIMED = "`python benchmarks/suite_cost.py` runs the suite and records what it costs"
+
+
+def _whole_suite(record: dict) -> bool:
+    return record["covered"] == "the whole suite"
+
+
+def _covered(record: dict) -> str:
+    """What a suite_cost run covered, when it was not the whole suite."""
+    files = record["covered"]
+    return f"{len(files)} of the {record['suite_files']} test files ({', '.join(f'`{name}`' for name in files)})"
+
+
+def suite_cost_line(_outputs: dict) -> str:
+    """For the README: how long the test command takes, as last measured (the suite checks the pages while it is
+    measured, so a first measurement runs with none recorded)."""
+    if not (RESULTS / "suite_cost.json").is_file():
+        return f"The tests are not timed yet: {NOT_TIMED}."
+    record = _recorded("suite_cost")
+    if not _whole_suite(record):
+        return (f"The tests are not timed as a whole yet: {NOT_TIMED} ([its last run](docs/layout.md#what-the-tests-cost) "
+                f"covered {len(record['covered'])} of the {record['suite_files']} test files).")
+    load = record["load_average"]
+    return (f"The tests take {_minutes(record['wall_s'])} on {record['cpus']} cores at load average {load['before']:.1f} "
+            f"({record['date']}; {_outcome_counts(record)}); pytest names each file as it starts it and the time at the end. "
+            "[What each file costs](docs/layout.md#what-the-tests-cost).")  # the end marker follows on this line
+
+
+def suite_cost_figures(_outputs: dict) -> str:
+    """The test command's wall and CPU time, each file's seconds, the slowest tests; labelled with what was run."""
+    if not (RESULTS / "suite_cost.json").is_file():
+        return f"The tests are not timed yet: {NOT_TIMED}.\n"
+    record = _recorded("suite_cost")
+    files = ["| file | tests | seconds |", "|---|---:|---:|"]
+    files += [f"| `{row['file']}` | {row['tests']} | {row['seconds']:.0f} |" for row in record["files"]]
+    slowest = ["| test | seconds |", "|---|---:|"]
+    slowest += [f"| `{row['test']}` | {row['seconds']:.0f} |" for row in record["slowest"]]
+    run = f"`{record['command']}`" if _whole_suite(record) else (
+        f"Not the whole suite: only {_covered(record)}, `{record['command']}`")
+    return (f"{run}: {_outcome_counts(record)} in {_minutes(record['wall_s'])} wall, "
+            f"{_minutes(record['cpu_s'])} CPU (user + system of every process it ran). " + _measured_when(record)
+            + "\n\n" + "\n".join(files) + "\n\n" + "\n".join(slowest) + "\n")
 
 
 def _times(count: int) -> str:
@@ -547,6 +600,8 @@ GENERATED_TEXT: dict[str, Callable[[dict], str]] = {
     "examples/fork-ci": fork_ci_workflow,
     "figures/exhaustive": functools.partial(exhaustive_figures, "tests/"),
     "figures/exhaustive-any-order": functools.partial(exhaustive_figures, "tests/test_any_order.py::"),
+    "readme/suite-cost": suite_cost_line,
+    "figures/suite-cost": suite_cost_figures,
 }
 SESSIONS_READ = {"readme/call-path": ("conventions",)}  # the generated texts that read a session's output
 

@@ -6,7 +6,9 @@ first command does). They work on a copy with every bypass recorded in its journ
 from __future__ import annotations
 
 import atexit
+import errno
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -19,10 +21,13 @@ import pytest
 
 from codemod.apply.journal import pristine_copy
 from codemod.cli.report import SCHEMA
+from codemod.model import cache
 
 REPO = Path(__file__).resolve().parent.parent
 USERS_TARGET_TREE = REPO / "target_tree"  # as the user left it: read only through pristine_copy
 FIXTURES = REPO / "fixtures"
+# The build cache of the whole session (the one the README's first command filled), before a test points elsewhere.
+SESSION_CACHE = cache.cache_dir()
 
 pytest_plugins = ["tests.sampling"]  # the session's sample seed: --sample-seed, --sample-all
 
@@ -99,3 +104,38 @@ def tree(tmp_path: Path, target_tree: Path) -> Path:
     copy = tmp_path / "tree"
     shutil.copytree(target_tree, copy)
     return copy
+
+
+@pytest.fixture(scope="session")
+def bypassed_full_tree(tmp_path_factory: pytest.TempPathFactory, target_tree: Path):
+    """tests/full_tree.py's tree: bypassed, regenerated and compiled once for the session; shared, so never written."""
+    if shutil.which("g++") is None:
+        pytest.skip("g++ is not installed")
+    from tests import full_tree  # it imports run_codemod from here
+
+    return full_tree.build(tmp_path_factory.mktemp("full-tree"), target_tree)
+
+
+def seeded_cache(destination: Path, entries: str = "pch-*", leave_out: str = "", source: Path = SESSION_CACHE) -> Path:
+    """A new build cache at DESTINATION holding SOURCE's ENTRIES (a glob; by default the precompiled headers) but
+    LEAVE_OUT, as hard links (entries are never edited in place; copies where SOURCE is on another file system): for a
+    test of what a first build does, which is not making those entries. Never a lock file or a half-made entry (dot
+    names): a lock shared through a hard link would tie the two caches' runs."""
+    destination.mkdir(parents=True)
+    for kept in source.glob(entries):
+        if kept.name == leave_out or kept.name.startswith("."):
+            continue
+        if kept.is_dir():
+            shutil.copytree(kept, destination / kept.name, copy_function=_linked)
+        else:
+            _linked(kept, destination / kept.name)
+    return destination
+
+
+def _linked(source: Path | str, destination: Path | str) -> None:
+    try:
+        os.link(source, destination)
+    except OSError as error:
+        if error.errno != errno.EXDEV:  # else on another file system: a copy
+            raise
+        shutil.copy2(source, destination)

@@ -1,14 +1,13 @@
 """`codemod build`/`bench` on our target_tree/: real torchgen, real g++, real libtorch, valgrind, no mocks.
 
-The first build of each op compiles (about 30-40 s); everything after reuses its cache.
-Timings are never asserted, except that a cache hit takes under a second.
+The first build of each op compiles (about 30-40 s); everything after reuses its cache. Timings are never asserted
+(benchmarks/command_latency.py times a build the cache holds): a cache hit is asserted as one, no compiler run.
 """
 from __future__ import annotations
 
 import json
 import os
 import re
-import shutil
 import signal
 import subprocess
 import sys
@@ -24,12 +23,13 @@ from codemod.model.tree import locate
 from codemod.plan import cpp as plan_cpp
 from codemod.plan.plan import op_entries
 from codemod.verify import build, bypass_ext, captured, checks, compiler, harness, signature
-from tests.conftest import OUTPUT_SCHEMA, REPO, descendants, ended, run_codemod
+from tests.conftest import OUTPUT_SCHEMA, REPO, descendants, ended, run_codemod, seeded_cache
 
 
 @pytest.fixture(scope="module")
 def cache(tmp_path_factory: pytest.TempPathFactory):
-    """A fresh build cache for this module, so the first build really compiles."""
+    """A fresh build cache for this module, so the first build really compiles, and with no precompiled header, so it
+    leaves the note that makes the next compile make one."""
     path = tmp_path_factory.mktemp("build-cache")
     previous = os.environ.get("CODEMOD_BUILD_CACHE")
     os.environ["CODEMOD_BUILD_CACHE"] = str(path)  # also seen by the CLI subprocesses
@@ -67,9 +67,7 @@ def test_harness_and_extension_are_one_compile_with_the_libtorch_headers_precomp
     assert built.module is not None and built.module.parent == built.executable.parent
     notes = list(cache.glob("pch-*.wanted"))
     assert len(notes) == 1 and not list(cache.glob("pch-*/libtorch_pch.h.gch"))
-    fresh = tmp_path / "cache"  # as after another op: only the note
-    fresh.mkdir()
-    shutil.copyfile(notes[0], fresh / notes[0].name)
+    fresh = seeded_cache(tmp_path / "cache", notes[0].name, source=cache)  # as after another op: only the note
     log = tmp_path / "g++.log"
     logging_cxx = tmp_path / "g++"
     logging_cxx.write_text(f'#!/bin/sh\necho "$@" >> {log}\nexec {compiler.CXX} "$@"\n')
@@ -196,12 +194,13 @@ def test_short_names_drop_templates_parameters_and_return_types() -> None:
     assert bench.short_name("c10::TensorImpl::requires_grad() const") == "c10::TensorImpl::requires_grad"
 
 
-def test_second_build_is_a_cache_hit_under_a_second(built: compiler.Built, target_tree: Path) -> None:
-    started = time.perf_counter()
+def test_second_build_is_a_cache_hit_that_runs_no_compiler(built: compiler.Built, target_tree: Path) -> None:
     again = build.build(locate(target_tree), "mul")
-    elapsed = time.perf_counter() - started
     assert again.cached and again.executable == built.executable
-    assert elapsed < 1.0, f"cache hit took {elapsed:.2f} s"
+    verbose = run_codemod("-v", "build", "mul", "--tree", str(target_tree), "--no-check")  # -v: every command it runs
+    assert verbose.returncode == 0 and "cache hit" in verbose.stderr, verbose.stderr
+    ran = [line.split()[1] for line in verbose.stderr.splitlines() if line.startswith("$ ")]
+    assert compiler.CXX not in ran, ran
 
 
 def test_compile_error_is_a_verification_failure_with_the_compilers_message(cache: Path) -> None:
@@ -297,10 +296,12 @@ def test_checkout_build_runs_the_checkouts_own_build_with_the_labs_flags(tree: P
 
 def test_sigterm_during_the_compile_check_ends_gxx_and_removes_temporary_directories(tree: Path, tmp_path: Path) -> None:
     """Issue 18: a signal must end every child of the run, however deep (the compile check's g++ run in threads,
-    each with its cc1plus), and leave no temporary directory. A private build cache, so g++ really runs."""
+    each with its cc1plus), and leave no temporary directory. A private build cache without the session's compile
+    results, so g++ really runs; with the rest (codegen, precompiled headers), so it runs soon."""
     temporary = tmp_path / "tmp"
     temporary.mkdir()
-    env = {**os.environ, "TMPDIR": str(temporary), "CODEMOD_BUILD_CACHE": str(tmp_path / "cache")}
+    cache = seeded_cache(tmp_path / "cache", "*", leave_out="syntax")
+    env = {**os.environ, "TMPDIR": str(temporary), "CODEMOD_BUILD_CACHE": str(cache)}
     with (tmp_path / "err").open("w") as stderr:
         bypass = subprocess.Popen([sys.executable, "-m", "codemod", "bypass", "mul", "--tree", str(tree), "--no-build"],
                                   stdout=subprocess.DEVNULL, stderr=stderr, cwd=REPO, env=env)

@@ -1,6 +1,7 @@
 """The codegen runs of `bypass` are kept in the build cache by their inputs (codemod.capture.codegen): a repeat on
 the same inputs runs no codegen and says so, any changed input runs it again, a failure is never kept. Real
-torchgen and autograd codegen, through the real CLI."""
+torchgen and autograd codegen, through the real CLI. Each test's build cache starts empty, unlike the session's: the
+runs a first bypass makes are what is counted; nothing is compiled, so no precompiled header is made there."""
 from __future__ import annotations
 
 import os

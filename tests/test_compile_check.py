@@ -3,8 +3,9 @@ every edited source and rewritten caller against them.
 
 The trees are `codemod tree from-torch` around target_tree/'s sources: target_tree/'s own yaml and
 templates are a slim subset, whose headers cannot replace the installed torch's (it is checked as such).
-The compiles are shared through the build cache (CODEMOD_BUILD_CACHE): the doctored plan's untouched
-files and headers are those the CLI run compiled, so only the doctored file is compiled again.
+The compiles are shared through the build cache (CODEMOD_BUILD_CACHE): the doctored plan is made on a copy of the
+tree the CLI run bypassed a copy of, with the same files and checkout build (so the same flags), so its untouched
+files and headers are those the CLI run compiled: only the files it breaks are compiled again.
 """
 from __future__ import annotations
 
@@ -95,15 +96,27 @@ def checkout_build(tree: Path) -> None:
 
 
 @pytest.fixture(scope="module")
-def bypassed(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict, str]:
-    """`codemod bypass mul --json` on a full tree around target_tree/'s sources, the vendor caller, a caller that
-    needs the checkout's build, and a static runtime with a line newer than the installed torch: (report, stderr)."""
+def checkout(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A full tree around target_tree/'s sources, the vendor caller, a caller that needs the checkout's build, and a
+    static runtime with a line newer than the installed torch; shared by the module, never written."""
     static_runtime = (TARGET_TREE / STATIC_RUNTIME).read_text() + NEWER_THAN_TORCH
-    tree = full_tree(
+    return full_tree(
         tmp_path_factory.mktemp("compile"),
         {VENDOR_CALLER: VENDOR_CALLER_TEXT, CHECKOUT_CALLER: CHECKOUT_CALLER_TEXT, STATIC_RUNTIME: static_runtime},
     )
+
+
+def built_copy(checkout: Path, where: Path) -> Path:
+    """A copy of CHECKOUT at WHERE with its own build directory (compile_commands.json names files by absolute path)."""
+    tree = shutil.copytree(checkout, where, symlinks=True)
     checkout_build(tree)
+    return tree
+
+
+@pytest.fixture(scope="module")
+def bypassed(checkout: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[dict, str]:
+    """`codemod bypass mul --json` on a built copy of the checkout: (report, stderr)."""
+    tree = built_copy(checkout, tmp_path_factory.mktemp("bypassed") / "tree")
     result = run_codemod("bypass", "mul", "--tree", str(tree), "--json")
     assert result.returncode == 0, result.stderr
     report = json.loads(result.stdout)
@@ -176,10 +189,9 @@ def doctored(plan: Plan) -> tuple[Plan, int]:
 
 
 def test_a_plan_whose_edit_does_not_compile_fails_at_the_trees_file_and_line(
-    tmp_path: Path, bypassed: tuple[dict, str],  # after the CLI run: its compiles are cached
+    tmp_path: Path, checkout: Path, bypassed: tuple[dict, str],  # after the CLI run on the same files: its compiles are cached
 ) -> None:
-    static_runtime = (TARGET_TREE / STATIC_RUNTIME).read_text() + NEWER_THAN_TORCH
-    located = locate(full_tree(tmp_path, {STATIC_RUNTIME: static_runtime}))
+    located = locate(built_copy(checkout, tmp_path / "tree"))
     plan, line = doctored(make_plan(located, "mul"))
     broken = next(c for c in plan.changes if c.path == STATIC_RUNTIME)
     new_error = b"\nint codemod_also_undeclared = codemod_other_undeclared_name;\n"
@@ -233,7 +245,7 @@ def test_the_regenerated_headers_precompiled_change_no_verdict(tmp_path: Path, m
     assert set(with_pch.compiled) == {BINARY_OPS, "aten/src/ATen/native/BlasScale.cpp", STATIC_RUNTIME, "torch/csrc/autograd/VariableTypeManual.cpp"}
 
 
-def test_a_slim_trees_headers_are_not_used_and_the_reason_is_given(tmp_path: Path) -> None:
+def test_a_slim_trees_headers_are_not_used_and_the_reason_is_given(checkout: Path) -> None:
     slim = compile_check.slim_tree(locate(TARGET_TREE))
     assert slim is not None and "lacks" in slim and "compiled against a full tree's headers" in slim
-    assert compile_check.slim_tree(locate(full_tree(tmp_path, {}))) is None
+    assert compile_check.slim_tree(locate(checkout)) is None

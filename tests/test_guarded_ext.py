@@ -6,7 +6,6 @@ fast path on it, so the fast path is what is compared with torch; the rest check
 """
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -264,11 +263,9 @@ def test_in_place_on_an_inference_tensor_outside_inference_mode_raises_as_torch(
     assert torch.equal(results["guarded"][1], results["torch"][1])
 
 
-def test_unchanged_op_loads_from_the_cache_under_a_second(mul, target_tree: Path) -> None:
-    started = time.perf_counter()
+def test_unchanged_op_loads_from_the_cache(mul, target_tree: Path) -> None:
     again, cached = guarded_ext.load(locate(target_tree), "mul")
-    assert cached and again is mul
-    assert time.perf_counter() - started < 1.0
+    assert cached and again is mul  # the module built before, found by its key: nothing compiled
 
 
 def test_methods_become_free_functions_taking_self() -> None:

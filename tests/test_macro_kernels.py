@@ -8,28 +8,16 @@ bypass edits compile against the headers the bypassed tree's torchgen regenerate
 """
 from __future__ import annotations
 
-import os
 import shutil
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-import pytest
-
-from codemod.capture.fromtorch import write_tree_from_torch
 from codemod.model.tree import NATIVE_SOURCES
 from codemod.plan.structured_kernels import IMPL, META, definitions_in
 from tests.conftest import TARGET_TREE, run_codemod, snapshot
+from tests.full_tree import MACRO_OPS, MACRO_UNITS, BypassedFullTree
 from tests.test_ops import ops_json
-from tests.test_real_tree import _clean_include_dir, _codegen, _compile
 
-# target_tree/'s ops in these shapes, and the source files that define their kernels.
-MACRO_OPS = {
-    "sin": ("UnaryOps.cpp",), "cos": ("UnaryOps.cpp",), "exp": ("UnaryOps.cpp",), "neg": ("UnaryOps.cpp",),
-    "eq": ("Comparison.cpp",), "lt": ("Comparison.cpp",),
-    "lerp": ("Lerp.cpp",),
-    "nextafter": ("FloatingPointMeta.cpp", "NextAfter.cpp"),
-    "addmv": ("Blas.cpp",),
-}
 # The compile-and-check harness of `bypass` takes `(self, other)` ops with an in-place overload;
 # the others bypass with --no-build (the codegen verification still runs).
 BUILT = {"nextafter"}
@@ -191,34 +179,13 @@ def test_each_op_in_these_shapes_bypasses_verified_and_reverts_byte_identical(tr
     assert snapshot(tree) == before
 
 
-# The sources each op's bypass edits, compiled as the lab builds (no per-operator headers).
-COMPILED = {name for names in MACRO_OPS.values() for name in names}
-
-
-@pytest.fixture(scope="module")
-def compiled(tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
-    """A tree with the real yaml and our sources; every op above bypassed; its ATen regenerated; the edited sources compiled."""
-    if shutil.which("g++") is None:
-        pytest.skip("g++ is not installed")
-    base = tmp_path_factory.mktemp("macros")
-    dest, include = base / "tree", base / "include"
-    write_tree_from_torch(dest, TARGET_TREE)
-    runs = {op: run_codemod("bypass", op, "--tree", str(dest), "--no-verify") for op in MACRO_OPS}
-    if any(run.returncode for run in runs.values()):
-        return {"runs": runs}
-    include.mkdir()
-    codegen = _codegen(dest, include / "ATen", base / "autograd")
-    if codegen["torchgen"].returncode:
-        return {"runs": runs, "codegen": codegen}
-    _clean_include_dir(include, include / "ATen")
-    with ThreadPoolExecutor(max_workers=os.cpu_count() or 2) as pool:
-        futures = {name: pool.submit(_compile, include, dest / NATIVE_SOURCES / name) for name in sorted(COMPILED)}
-        return {"runs": runs, "codegen": codegen, "compiles": {name: future.result() for name, future in futures.items()}}
-
-
-def test_the_edited_sources_compile_against_the_regenerated_headers(compiled: dict[str, object]) -> None:
-    for op, run in compiled["runs"].items():
-        assert run.returncode == 0, f"bypass {op}: {run.stderr}"
-    assert compiled["codegen"]["torchgen"].returncode == 0, compiled["codegen"]["torchgen"].stderr[-3000:]
-    for name, result in compiled["compiles"].items():
+def test_the_edited_sources_compile_against_the_regenerated_headers(bypassed_full_tree: BypassedFullTree) -> None:
+    """Each op above bypassed in conftest's full tree (after test_real_tree.py's ops), its ATen regenerated, the
+    sources the bypasses edit compiled against the regenerated headers."""
+    runs = bypassed_full_tree.runs
+    for op in MACRO_OPS:
+        assert runs[f"bypass {op}"].returncode == 0, f"bypass {op}: {runs[f'bypass {op}'].stderr}"
+    assert runs["torchgen"].returncode == 0, runs["torchgen"].stderr[-3000:]
+    for name in MACRO_UNITS:
+        result = bypassed_full_tree.compiles[name]
         assert result.returncode == 0, f"{name}:\n{result.stderr[-4000:]}"

@@ -189,7 +189,8 @@ print(json.dumps({"imported_op_db": "torch.testing._internal.common_methods_invo
 
 def test_opinfo_samples_are_kept_so_a_second_check_imports_no_op_db(tmp_path) -> None:
     """A process that finds the op's samples in the build cache does not import op_db (seconds) and gets the very
-    calls the first made: the same dtypes, sources and tensors."""
+    calls the first made: the same dtypes, sources and tensors. An empty build cache, unlike the session's: the first
+    process must find no samples kept; nothing is compiled."""
     env = {**os.environ, "CODEMOD_BUILD_CACHE": str(tmp_path / "cache")}
     runs = []
     for name in ("first", "second"):

@@ -1,0 +1,93 @@
+"""What the test suite costs: the README's test command, timed, with each file's and the slowest tests' seconds.
+
+    python benchmarks/suite_cost.py [TEST_FILE ...]
+
+Runs the pytest of the README's test command (the second line of its set-up block), with the same arguments and a
+JUnit XML report, from the root of the checkout, its output passed through; given TEST_FILEs, on those alone (to try
+the script: the record says what it covered, and the pages say it is not the whole suite); the build cache is the one the tests
+use (the README's first command filled it). Records the wall time, the CPU time of the run's processes (user +
+system), the seconds of each test file (its tests' set-up, call and tear-down: a file's first test carries the
+fixtures it shares with the files after it) and of the slowest tests, the outcome counts, the date, the machine and
+the load average before and after, in benchmarks/results/suite_cost.json; `python docs/generate.py` renders it into
+the README and docs/layout.md. Takes as long as the suite. Figures for a person; nothing asserts a time.
+"""
+from __future__ import annotations
+
+import os
+import resource
+import shlex
+import subprocess
+import sys
+import tempfile
+import time
+import xml.etree.ElementTree as ElementTree
+from collections import defaultdict
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO / "docs"))
+
+import generate  # noqa: E402  (docs/generate.py: where results are kept)
+from tutorial_steps import write_result  # noqa: E402  (benchmarks/: the script's own directory)
+
+RESULT = generate.RESULTS / "suite_cost.json"
+TESTS = REPO / "tests"
+SLOWEST = 15
+NO_TESTS = 5  # pytest's exit code when it collected no test: a broken command, never a result
+
+
+def readme_test_command() -> str:
+    """The README's test command: the second line of its set-up block, as .ci/run reads it."""
+    readme = (REPO / "README.md").read_text()
+    return readme[readme.index("## Set up"):].split("```", 2)[1].strip("\n").splitlines()[1]
+
+
+def pytest_arguments(command: str) -> list[str]:
+    """The arguments after `python -m pytest` in COMMAND (`pip install ... && python -m pytest ARGS`)."""
+    (run,) = [part for part in command.split("&&") if "pytest" in part]
+    words = shlex.split(run)
+    return words[words.index("pytest") + 1:]
+
+
+def outcomes(junit: Path) -> dict:
+    """Per test file: its seconds and test count; the slowest tests; the counts of each outcome."""
+    files: dict[str, dict] = defaultdict(lambda: {"tests": 0, "seconds": 0.0})
+    tests, counts = [], {"tests": 0, "failures": 0, "errors": 0, "skipped": 0}
+    for suite in ElementTree.parse(junit).getroot().iter("testsuite"):
+        for kind in counts:
+            counts[kind] += int(suite.get(kind, 0))
+        for case in suite.iter("testcase"):
+            seconds = float(case.get("time", 0))
+            files[case.get("file")]["tests"] += 1
+            files[case.get("file")]["seconds"] += seconds
+            tests.append({"test": f"{case.get('file')}::{case.get('name')}", "seconds": round(seconds, 1)})
+    by_file = sorted(({"file": f, "tests": v["tests"], "seconds": round(v["seconds"], 1)} for f, v in files.items()),
+                     key=lambda row: -row["seconds"])
+    return {"counts": counts, "files": by_file, "slowest": sorted(tests, key=lambda t: -t["seconds"])[:SLOWEST]}
+
+
+def main(test_files: list[str]) -> int:
+    arguments = [*pytest_arguments(readme_test_command()), *test_files]
+    run = shlex.join(["python", "-m", "pytest", *arguments])  # recorded as run, less the report's options
+    load_before = os.getloadavg()[0]
+    with tempfile.TemporaryDirectory(prefix="codemod-suite-cost-") as scratch:
+        junit = Path(scratch) / "junit.xml"
+        report = [f"--junitxml={junit}", "-o", "junit_family=xunit1"]  # xunit1: each test case names its file
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        start = time.monotonic()
+        exit_code = subprocess.run([sys.executable, "-m", "pytest", *arguments, *report], cwd=REPO).returncode
+        wall = time.monotonic() - start
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        if exit_code == NO_TESTS or not junit.is_file():
+            raise SystemExit(f"`{run}` ran no test (pytest exit {exit_code}): nothing recorded")
+        found = outcomes(junit)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    write_result(Path(__file__).name, RESULT, load_before, {
+        "command": run, "covered": test_files or "the whole suite", "suite_files": len(list(TESTS.glob("test_*.py"))),
+        "exit_code": exit_code, "wall_s": round(wall, 1), "cpu_s": round(cpu, 1), **found,
+    })
+    return exit_code
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
