@@ -9,7 +9,6 @@ bypass edits compile against the headers the bypassed tree's torchgen regenerate
 from __future__ import annotations
 
 import shutil
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from codemod.model.tree import NATIVE_SOURCES
