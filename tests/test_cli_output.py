@@ -12,6 +12,7 @@ from pathlib import Path
 import click
 import pytest
 
+from codemod.apply.targets import PATCH_HEADER
 from codemod.cli.main import main
 from codemod.cli.report import SCHEMA
 from tests.conftest import OUTPUT_SCHEMA, REPO, run_codemod, snapshot
@@ -187,7 +188,8 @@ def test_a_global_option_means_the_same_before_and_after_the_command(tree: Path,
     patched = subprocess.run([sys.executable, "-m", "codemod", "bypass", "mul", *on_tree, "--dry-run", "--patch", "-q"],
                              capture_output=True, text=True, cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(REPO)})
     assert patched.returncode == 0, patched.stderr
-    assert (tmp_path / "-q").read_text() == patched.stdout and "would change" in patched.stderr  # a file, not quiet
+    written = (tmp_path / "-q").read_text()  # a file, not quiet: codemod's header line, then the patch
+    assert written == PATCH_HEADER.format(command="bypass mul") + patched.stdout and "would change" in patched.stderr
 
 
 def test_color_colors_the_patch_and_the_hunks_as_asked(tree: Path) -> None:
