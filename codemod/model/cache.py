@@ -109,8 +109,10 @@ def _digest_of(path: str, *_stat: int) -> str:
 
 
 def manifest(directory: Path, leaving: str) -> dict[str, str]:
-    """Every file under DIRECTORY but LEAVING, by its relative path: its content hash."""
-    return {p.relative_to(directory).as_posix(): file_digest(p) for p in sorted(directory.rglob("*")) if p.is_file() and p.name != leaving}
+    """Every file under DIRECTORY but LEAVING and the cache's own stamp (written after the entry is made), by its
+    relative path: its content hash."""
+    return {p.relative_to(directory).as_posix(): file_digest(p) for p in sorted(directory.rglob("*"))
+            if p.is_file() and p.name not in (leaving, ENTRY_STAMP)}
 
 
 def kept_json(path: Path, shape: object) -> Any | None:
