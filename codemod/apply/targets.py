@@ -18,10 +18,8 @@ from pathlib import Path
 
 from codemod.model import paths
 from codemod.model.errors import BadInput
-from codemod.model.tree import inside
+from codemod.model.tree import LOCK_FILE, STATE_DIR, inside
 
-STATE_DIR = ".codemod"  # the journals, the transaction log
-LOCK_FILE = ".codemod.lock"
 # The first line of every --patch file: what codemod writes over (its own earlier patch), and nothing else. `git apply`
 # and `patch -p1` read past it, as past an email's text before the diff.
 PATCH_HEADER = "# codemod {command}: written by --patch; git apply and patch -p1 read past this line\n"

@@ -16,9 +16,8 @@ import tempfile
 import zipfile
 from pathlib import Path
 
-from codemod.apply.targets import LOCK_FILE, STATE_DIR
 from codemod.model.errors import BadInput
-from codemod.model.tree import NATIVE_FUNCTIONS, TAGS, TEMPLATES
+from codemod.model.tree import LOCK_FILE, NATIVE_FUNCTIONS, STATE_DIR, TAGS, TEMPLATES
 
 AUTOGRAD_DIR = "tools/autograd"
 REPO_TARGET_TREE = Path(__file__).resolve().parents[2] / "target_tree"  # our slim tree, in a source checkout of codemod
@@ -102,19 +101,13 @@ def write_tree_from_torch(dest: Path, native_sources: Path, torchgen_from: Path 
 
 
 def _write(dest: Path, native_sources: Path, torchgen: Path) -> None:
-    """The native sources as they were before any bypass: a tree codemod changed (the README's first command
-    leaves our target_tree/ bypassed) is copied from a scratch copy with its bypasses reverted, and no journal,
-    lock or transaction log of codemod's is ever copied."""
-    if (native_sources / STATE_DIR).exists():
-        from codemod.apply import journal  # it imports the capture, which imports this module
-
-        with tempfile.TemporaryDirectory(prefix="codemod-sources-") as scratch:
-            _write(dest, journal.pristine_copy(native_sources, Path(scratch) / "sources"), torchgen)
-        return
+    """No journal, lock or transaction log of codemod's is ever copied (the command hands over sources with every
+    bypass reverted: cli/commands/tree.py)."""
     write_codegen_inputs(dest, torchgen)
     for source in sorted(native_sources.rglob("*")):
         relative = source.relative_to(native_sources).as_posix()
-        if not source.is_file() or "__pycache__" in source.parts or is_wheel_provided(relative) or relative == LOCK_FILE:
+        if (not source.is_file() or "__pycache__" in source.parts or is_wheel_provided(relative) or relative == LOCK_FILE
+                or relative.split("/")[0] == STATE_DIR):
             continue
         target = dest / relative
         target.parent.mkdir(parents=True, exist_ok=True)

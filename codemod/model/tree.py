@@ -20,6 +20,8 @@ TEMPLATES = "aten/src/ATen/templates"
 NATIVE_SOURCES = "aten/src/ATen/native"
 DERIVATIVES = "tools/autograd/derivatives.yaml"
 GEN_VARIABLE_TYPE = "tools/autograd/gen_variable_type.py"
+STATE_DIR = ".codemod"  # codemod's own: the journals, the transaction log
+LOCK_FILE = ".codemod.lock"
 
 _REQUIRED = {
     NATIVE_FUNCTIONS: "the operator schema file torchgen reads",

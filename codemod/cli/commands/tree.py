@@ -1,14 +1,17 @@
 """`codemod tree from-torch DEST`: a PyTorch-layout tree from the installed torch (or another release's torchgen)."""
 from __future__ import annotations
 
+import tempfile
 from pathlib import Path
 
 import click
 
+from codemod.apply import journal
 from codemod.capture import fromtorch
 from codemod.cli import report
 from codemod.cli.group import CommandGroup
 from codemod.cli.options import run, say, wants_json
+from codemod.model.tree import STATE_DIR
 
 
 @click.group(cls=CommandGroup)
@@ -35,7 +38,11 @@ def from_torch(dest: Path, sources: Path, torchgen_from: Path | None) -> None:
     as_json = wants_json()
 
     def action() -> None:
-        fromtorch.write_tree_from_torch(dest, sources, torchgen_from)
+        # a tree codemod changed (the README's first command leaves target_tree/ bypassed) gives its sources as they
+        # were before any bypass: from a scratch copy with its bypasses reverted
+        with tempfile.TemporaryDirectory(prefix="codemod-sources-") as scratch:
+            changed = (sources / STATE_DIR).exists()
+            fromtorch.write_tree_from_torch(dest, journal.pristine_copy(sources, Path(scratch) / "sources") if changed else sources, torchgen_from)
         origin = torchgen_from or "the installed torch"
         say(f"wrote a PyTorch-layout tree from {origin} at {dest} (native sources from {sources})")
         if as_json:
