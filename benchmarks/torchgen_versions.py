@@ -1,14 +1,14 @@
 """`bypass` and `revert` on trees built from several torchgen releases.
 
-For the installed torch and each torch wheel in the wheel cache ($CODEMOD_WHEEL_CACHE,
-default cpp_ext/wheels/), build a tree with `codemod tree from-torch --torchgen WHEEL`
-and our target_tree/'s native sources; for each op, on a fresh copy: `bypass OP --no-build`
-(verified by that release's own codegen), `revert OP`, and check that every byte is back.
+For the installed torch and each VERSION (default: the releases tests/test_torchgen_versions.py runs), build a tree
+with `codemod tree from-torch --torchgen TORCHGEN` and our target_tree/'s native sources; for each op, on a fresh copy:
+`bypass OP --no-build` (verified by that release's own codegen), `revert OP`, and check that every byte is back.
 Prints one line per release and op: ok/failed and seconds. Figures for a person.
 
     python benchmarks/torchgen_versions.py [--ops mul,div] [VERSION ...]
 
-A VERSION not in the cache is downloaded first (pip download --no-deps, the whole wheel).
+A VERSION's torchgen is unpacked once from its wheel into the wheel cache (tests/torchgen_releases.py), downloading the
+wheel (pip download --no-deps) if needed.
 """
 from __future__ import annotations
 
@@ -24,14 +24,11 @@ from pathlib import Path
 
 import torch
 
-from codemod.capture.fromtorch import REPO_TARGET_TREE, torch_wheels, wheel_cache
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))  # this checkout's codemod and tests, whatever is installed
 
-
-def download(version: str, directory: Path) -> None:
-    directory.mkdir(parents=True, exist_ok=True)
-    command = [sys.executable, "-m", "pip", "download", "--no-deps", "--no-cache-dir", "-d", str(directory), f"torch=={version}"]
-    print("$ " + " ".join(command), flush=True)
-    subprocess.run(command, check=True)
+from codemod.capture.fromtorch import REPO_TARGET_TREE  # noqa: E402
+from tests.torchgen_releases import RELEASES, torchgen_of, wheel_cache  # noqa: E402
 
 
 def codemod(*args: str) -> tuple[subprocess.CompletedProcess[str], str]:
@@ -68,22 +65,17 @@ def roundtrip(pristine: Path, work: Path, op: str) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("versions", nargs="*", help="torch releases to download if not cached (default: the cached ones)")
+    parser.add_argument("versions", nargs="*", default=list(RELEASES), help=f"torch releases (default: {' '.join(RELEASES)})")
     parser.add_argument("--ops", default="mul,div")
     args = parser.parse_args()
-    cache = wheel_cache()
-    for version in args.versions:
-        if version not in torch_wheels(cache):
-            download(version, cache)
-    wanted = torch_wheels(cache)
     releases: dict[str, Path | None] = {f"{torch.__version__} (installed)": None}
-    releases.update((v, w) for v, w in wanted.items() if not args.versions or v in args.versions)
-    print(f"wheel cache: {cache}")
-    for release, wheel in releases.items():
+    releases.update((version, torchgen_of(version)) for version in args.versions)
+    print(f"wheel cache: {wheel_cache()}")
+    for release, torchgen in releases.items():
         with tempfile.TemporaryDirectory(prefix="codemod-versions-") as scratch:
             pristine = Path(scratch, "pristine")
             command = ["tree", "from-torch", str(pristine), "--sources", str(REPO_TARGET_TREE)]
-            made, _ = codemod(*command, *(["--torchgen", str(wheel)] if wheel else []))
+            made, _ = codemod(*command, *(["--torchgen", str(torchgen)] if torchgen else []))
             if made.returncode != 0:
                 print(f"torchgen {release:18} failed  tree from-torch: {made.stderr.strip()}", flush=True)
                 continue

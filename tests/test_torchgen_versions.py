@@ -1,9 +1,9 @@
 """Capture and verification on every torchgen from 2.13 on.
 
-The installed torchgen (2.13.0) always; each newer release whose wheel is in the wheel
-cache ($CODEMOD_WHEEL_CACHE, see `codemod.capture.fromtorch.wheel_cache`) too. Wheels are
-hundreds of MB, so nothing here downloads one: the newer releases are skipped, saying how
-to fetch them, when none is cached.
+The installed torchgen (2.13.0), and the newer releases' (tests/torchgen_releases.py: each downloaded once, its
+torchgen kept in the wheel cache; skipped, saying why, where the download fails). A tree whose torchgen is not the
+installed torch's is verified by its own codegen on its own inputs, and its edited files are named as not compiled,
+with why: the installed torch's headers were generated for another codegen.
 """
 from __future__ import annotations
 
@@ -12,28 +12,31 @@ import shutil
 from pathlib import Path
 
 import pytest
-import torch
-from torch.torch_version import TorchVersion
 
 from codemod.capture import codegen
 from codemod.capture.capture import capture
-from codemod.capture.fromtorch import torch_wheels, wheel_cache
 from codemod.model import native_yaml
 from codemod.model.errors import VerificationFailed
-from codemod.model.tree import NATIVE_FUNCTIONS, locate
+from codemod.model.tree import NATIVE_FUNCTIONS, TEMPLATES, locate
 from codemod.plan.plan import op_entries
 
 from .conftest import TARGET_TREE, run_codemod, snapshot
+from .torchgen_releases import RELEASES, Unavailable, torchgen_of
 
-NEWER_WHEELS = {v: w for v, w in torch_wheels(wheel_cache()).items() if TorchVersion(v) > torch.__version__}
-_NONE_CACHED = pytest.mark.skip(
-    reason=f"no torch wheel newer than {torch.__version__} in {wheel_cache()}: fetch one with "
-    f"`pip download --no-deps --no-cache-dir -d {wheel_cache()} torch==2.15.0` (or set CODEMOD_WHEEL_CACHE)"
-)
-RELEASES = [pytest.param(None, id=f"installed-{torch.__version__}")] + (
-    [pytest.param(wheel, id=version) for version, wheel in NEWER_WHEELS.items()]
-    or [pytest.param(None, id="newer", marks=_NONE_CACHED)]
-)
+FOREIGN = "the tree's torchgen is not the installed torch"
+
+
+@pytest.fixture(scope="module", params=[None, *RELEASES], ids=lambda v: v or "installed")
+def release(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> tuple[str | None, Path]:
+    """A release (None: the installed torch), and a tree `tree from-torch` wrote from its torchgen."""
+    try:
+        torchgen = ["--torchgen", str(torchgen_of(request.param))] if request.param else []
+    except Unavailable as why:
+        pytest.skip(str(why))
+    tree = tmp_path_factory.mktemp("release") / "pristine"
+    made = run_codemod("tree", "from-torch", str(tree), "--sources", str(TARGET_TREE), *torchgen)
+    assert made.returncode == 0, made.stderr
+    return request.param, tree
 
 
 def test_entries_a_cross_entry_check_names_join_the_run(tree: Path, tmp_path: Path) -> None:
@@ -64,22 +67,48 @@ def test_capture_takes_only_the_ops_code_from_a_yaml_holding_other_ops(tree: Pat
     assert bool(alone.ufunc_sources) == (op == "add")
 
 
-@pytest.mark.parametrize("wheel", RELEASES)
-def test_bypass_verifies_and_reverts_on_the_trees_own_torchgen(tmp_path: Path, wheel: Path | None) -> None:
-    pristine = tmp_path / "pristine"
-    made = run_codemod("tree", "from-torch", str(pristine), "--sources", str(TARGET_TREE), *(["--torchgen", str(wheel)] if wheel else []))
-    assert made.returncode == 0, made.stderr
+def test_bypass_verifies_and_reverts_on_the_trees_own_torchgen(release: tuple[str | None, Path], tmp_path: Path) -> None:
+    """The repro class: a newer torchgen's tree (2.15's templates include NativeAotStubs.h, its yaml lacks some of
+    the installed torch's operators) once had its headers made by its torchgen on the installed torch's templates,
+    which failed after writing. Every codegen run is the tree's own on its own inputs; the compile, which would stand on
+    the installed torch's headers, is not made, and each edited file is named with why."""
+    version, pristine = release
     work = tmp_path / "work"
     shutil.copytree(pristine, work)
     bypass = run_codemod("bypass", "div", "--tree", str(work), "--no-build", "--json")
     assert bypass.returncode == 0, bypass.stderr
-    verified = json.loads(bypass.stdout)["verified"]
-    assert any("torchgen (ATen codegen) ran clean" in line for line in verified)
-    assert any("at::__dispatch_div" in line for line in verified)
+    assert "Traceback" not in bypass.stderr
+    report = json.loads(bypass.stdout)
+    assert any("torchgen (ATen codegen) ran clean" in line for line in report["verified"])
+    assert any("at::__dispatch_div" in line for line in report["verified"])
+    foreign = [line for line in report["unchecked"] if FOREIGN in line]
+    compiled = [line for line in report["verified"] if line.startswith("g++")]
+    if version is None:  # compiled against the installed torch's headers
+        assert compiled and not foreign, report
+    else:
+        assert not compiled and len(foreign) == 1 and "aten/src/ATen/native/BinaryOps.cpp" in foreign[0], report
     assert snapshot(work) != snapshot(pristine)
     revert = run_codemod("revert", "div", "--tree", str(work))
     assert revert.returncode == 0, revert.stderr
     assert snapshot(work) == snapshot(pristine)
+
+
+@pytest.mark.parametrize("mix", ["a template its torchgen reads", "its autograd codegen"])
+def test_a_tree_mixing_codegen_of_two_releases_is_refused_before_writing(mix: str, tmp_path: Path) -> None:
+    """Each codegen input is the tree's own, checked before the first write: what is missing is named, exit 2."""
+    try:
+        torchgen = torchgen_of(RELEASES[-1])
+    except Unavailable as why:
+        pytest.skip(str(why))
+    tree = tmp_path / "tree"
+    assert run_codemod("tree", "from-torch", str(tree), "--sources", str(TARGET_TREE), "--torchgen", str(torchgen)).returncode == 0
+    missing = tree / (f"{TEMPLATES}/NativeAotStubs.h" if mix.startswith("a template") else "tools/autograd/gen_autograd.py")
+    missing.unlink()
+    before = snapshot(tree)
+    bypass = run_codemod("bypass", "mul", "--tree", str(tree), "--no-build")
+    assert bypass.returncode == 2, bypass.stderr
+    assert f"codemod: {missing}: " in bypass.stderr and "Traceback" not in bypass.stderr
+    assert snapshot(tree) == before
 
 
 def test_tree_from_torch_refuses_what_is_not_a_torch_wheel(tmp_path: Path) -> None:

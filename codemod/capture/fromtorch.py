@@ -10,7 +10,6 @@ file or an extracted `torchgen/`.
 from __future__ import annotations
 
 import importlib.util
-import os
 import shutil
 import tempfile
 import zipfile
@@ -46,7 +45,7 @@ def _checked(root: Path, where: str, fix: str) -> Path:
     return root
 
 
-def _extract_torchgen(wheel: Path, scratch: Path) -> Path:
+def extract_torchgen(wheel: Path, scratch: Path) -> Path:
     """Unpack only the wheel's torchgen/ members (the rest of a wheel is hundreds of MB)."""
     try:
         with zipfile.ZipFile(wheel) as archive:
@@ -57,16 +56,6 @@ def _extract_torchgen(wheel: Path, scratch: Path) -> Path:
     except zipfile.BadZipFile as error:
         raise BadInput(f"{wheel}: not a wheel ({error}); pass a torch .whl file or a torchgen directory") from error
     return _checked(scratch / "torchgen", str(wheel), "pass a torch wheel of release 2.13 or later")
-
-
-def wheel_cache() -> Path:
-    """Where the torch wheels of other releases are kept (they are hundreds of MB: download each once)."""
-    return Path(os.environ.get("CODEMOD_WHEEL_CACHE", REPO_TARGET_TREE.parent / "cpp_ext" / "wheels"))
-
-
-def torch_wheels(directory: Path) -> dict[str, Path]:
-    """The torch wheels `pip download --no-deps torch==X` left in DIRECTORY, by version ("2.15.0")."""
-    return {wheel.name.split("-")[1]: wheel for wheel in sorted(Path(directory).glob("torch-*.whl"))}
 
 
 def is_wheel_provided(relative: str) -> bool:
@@ -95,7 +84,7 @@ def write_tree_from_torch(dest: Path, native_sources: Path, torchgen_from: Path 
         _write(dest, native_sources, _checked(Path(torchgen_from), str(torchgen_from), fix))
     elif Path(torchgen_from).is_file():
         with tempfile.TemporaryDirectory(prefix="codemod-wheel-") as scratch:
-            _write(dest, native_sources, _extract_torchgen(Path(torchgen_from), Path(scratch)))
+            _write(dest, native_sources, extract_torchgen(Path(torchgen_from), Path(scratch)))
     else:
         raise BadInput(f"{torchgen_from}: no such file or directory; pass a torch .whl or a torchgen directory")
 

@@ -22,6 +22,8 @@ DERIVATIVES = "tools/autograd/derivatives.yaml"
 GEN_VARIABLE_TYPE = "tools/autograd/gen_variable_type.py"
 STATE_DIR = ".codemod"  # codemod's own: the journals, the transaction log
 LOCK_FILE = ".codemod.lock"
+_OWN_TORCHGEN = "torchgen/gen.py"
+_OWN_AUTOGRAD = "tools/autograd/gen_autograd.py"
 
 _REQUIRED = {
     NATIVE_FUNCTIONS: "the operator schema file torchgen reads",
@@ -83,10 +85,23 @@ def locate(root: str | os.PathLike[str]) -> Tree:
             raise BadInput(f"{path}: not a directory, but it must be {what}; put the real one there and run again")
         if relative != TEMPLATES:
             paths.regular_file(path, what)
-    return Tree(
-        root=resolved,
-        has_own_torchgen=(resolved / "torchgen" / "gen.py").is_file(),
-        has_own_autograd=(resolved / "tools" / "autograd" / "gen_autograd.py").is_file(),
+    own = _own_codegen(resolved)
+    return Tree(root=resolved, has_own_torchgen=own, has_own_autograd=own)
+
+
+def _own_codegen(root: Path) -> bool:
+    """Whether the tree's codegen is its own (torchgen/ and tools/autograd/, of one release: a checkout, or what `tree
+    from-torch` writes) or the installed torch's (neither). One without the other would run one release's code on the
+    other's inputs (the installed autograd codegen on the tree's torchgen, the tree's on the installed one's): refused."""
+    own = {relative: (root / relative).is_file() for relative in (_OWN_TORCHGEN, _OWN_AUTOGRAD)}
+    if own[_OWN_TORCHGEN] == own[_OWN_AUTOGRAD]:
+        return own[_OWN_TORCHGEN]
+    missing = next(relative for relative, present in own.items() if not present)
+    other = "torchgen/" if missing == _OWN_AUTOGRAD else "tools/autograd/'s Python code (keep derivatives.yaml)"
+    raise BadInput(
+        f"{root / missing}: missing, but the tree has {other.split(' (')[0]}: its codegen is either its own (torchgen/ and "
+        "tools/autograd/'s codegen, of one release) or the installed torch's (neither); restore the missing file from that "
+        f"release, or remove {other} to run the installed torch's"
     )
 
 

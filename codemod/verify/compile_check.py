@@ -18,7 +18,8 @@ plan names a source of the tree including each header that reached a removed fun
 Lines the bypass wrote inside a preprocessor branch g++ did not take are named, never counted as compiled; so is an
 edited template unless a compiled file included the header generated from it. A slim tree (a subset of the yaml), whose
 regenerated headers cannot replace the installed torch's, takes its headers from a full tree's codegen
-(overlay_compile.py).
+(overlay_compile.py). A tree with no ATen headers of its own whose torchgen is not the installed torch's (another
+release's) is not compiled at all: the installed headers were made for another codegen (foreign_torchgen).
 
 Every outcome is cached by the file's path and bytes, the headers' digest, the flags, the compiler and the torch
 version, and holds only while every tree header g++ read (its -MD list) has the bytes it had. Generated headers
@@ -248,6 +249,32 @@ def slim_tree(tree: Tree) -> str | None:
         f"({', '.join(sorted(missing)[:3])}, ...), which the installed headers use, so its regenerated headers cannot "
         f"replace theirs (a slim tree: its edited sources are compiled against a full tree's headers)"
     )
+
+
+def foreign_torchgen(tree: Tree) -> str | None:
+    """Why no file of the tree can be compiled here, or None: a tree with no hand-written ATen headers of its own
+    (aten/src/ATen/core/Tensor.h) compiles against the installed torch's, which the installed torchgen's code was
+    generated for; a tree whose own torchgen is another (another release's) generates code for other headers."""
+    if not tree.has_own_torchgen or tree.path("aten/src/ATen/core/Tensor.h").is_file():
+        return None
+    ours, theirs = _python_files(tree.path("torchgen")), _python_files(fromtorch.installed_torchgen())
+    differing = sorted(name for name in ours.keys() | theirs.keys() if ours.get(name) != theirs.get(name))
+    if not differing:
+        return None
+    return (
+        f"the tree's torchgen is not the installed torch {importlib.metadata.version('torch')}'s (torchgen/{differing[0]} "
+        f"and {len(differing) - 1} more files differ) and the tree has no ATen headers of its own (aten/src/ATen/core/"
+        "Tensor.h), so the installed torch's headers, made for another codegen, cannot stand in for the tree's (build the "
+        "tree to compile it, or write it from the installed torch with `codemod tree from-torch`)"
+    )
+
+
+def _python_files(torchgen: Path) -> dict[str, bytes]:
+    """A torchgen package's code, by path under it (not the packaged inputs a wheel's carries)."""
+    return {
+        path.relative_to(torchgen).as_posix(): path.read_bytes()
+        for path in torchgen.rglob("*.py") if not {"packaged", "__pycache__"} & set(path.relative_to(torchgen).parts)
+    }
 
 
 @functools.lru_cache(maxsize=1)

@@ -125,6 +125,11 @@ def _renamed_entries(generated: list, overloads: tuple[str, ...]) -> list[str]:
 
 
 def _compiled(tree: Tree, plans: tuple[Plan, ...], headers: compile_check.Headers) -> compile_check.CompileReport:
+    foreign = compile_check.foreign_torchgen(tree)
+    if foreign is not None:  # the installed torch's headers are not what its code is generated for
+        targets, templates = compile_check.targets_of(plans)
+        not_compiled = tuple(compile_check.NotCompiled(path, foreign) for path in [*(t.path for t in targets), *templates])
+        return compile_check.CompileReport((), (), (), not_compiled, 0.0)
     if compile_check.slim_tree(tree) is not None:  # its headers cannot replace the installed torch's
         return overlay_compile.check(tree, plans)
     before = {change.path: change.before for change in combined_changes(plans)}
