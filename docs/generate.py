@@ -611,6 +611,7 @@ GENERATED_TEXT: dict[str, Callable[[dict], str]] = {
     "examples/fork-ci": fork_ci_workflow,
     "figures/exhaustive": functools.partial(exhaustive_figures, "tests/"),
     "figures/exhaustive-any-order": functools.partial(exhaustive_figures, "tests/test_any_order.py::"),
+    "figures/exhaustive-adversary": functools.partial(exhaustive_figures, "tests/test_adversary.py::"),
     "readme/suite-cost": suite_cost_line,
     "figures/suite-cost": suite_cost_figures,
 }

@@ -36,12 +36,13 @@ def every_item() -> bool:
 
 
 def examples(per_run: int, exhaustive: int, **options) -> Callable:
-    """A hypothesis test's settings (OPTIONS): PER_RUN examples in the suite, EXHAUSTIVE under --sample-all; marked
-    `sampled`, so benchmarks/exhaustive.py runs it."""
+    """A hypothesis test's settings (OPTIONS): PER_RUN examples in the suite, EXHAUSTIVE under --sample-all, drawn from
+    the session's seed (so `--sample-seed N` draws them again); marked `sampled`, so benchmarks/exhaustive.py runs it."""
     budget = exhaustive if every_item() else per_run
 
     def mark(test: Callable) -> Callable:
-        return pytest.mark.sampled(examples=budget)(hypothesis.settings(max_examples=budget, **options)(test))
+        drawn = hypothesis.seed(seed())(hypothesis.settings(max_examples=budget, **options)(test))
+        return pytest.mark.sampled(examples=budget)(drawn)
 
     return mark
 
