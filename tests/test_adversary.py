@@ -34,7 +34,7 @@ from codemod.apply import transaction
 from codemod.model.tree import DERIVATIVES, NATIVE_FUNCTIONS, NATIVE_SOURCES, TAGS, TEMPLATES
 from tests import sampling
 from tests.conftest import REPO, SESSION_CACHE, TARGET_TREE
-from tests.test_bad_inputs import refused, state
+from tests.test_bad_inputs import refused
 from tests.test_faults import BINARY_OPS, FAULTS, LONG, entry
 from tests.test_journal_trust import JSON_VALUES, mutated
 
@@ -55,6 +55,15 @@ TRACE = {"traceEvents": [
 def run(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "codemod", *args], capture_output=True, text=True, cwd=REPO,
                           env={**os.environ, **(env or {})}, timeout=600)  # a hang (a FIFO read) fails the example
+
+
+def held(root: Path) -> tuple[dict[str, bytes], set[str]]:
+    """Every file's bytes and every directory under ROOT; a symlink by where it points, never read through (it may
+    lead to /proc/self/mem, or to /proc/self/status, whose bytes are the reader's)."""
+    found = sorted(root.rglob("*"))
+    files = {p.relative_to(root).as_posix(): b"-> " + os.fsencode(os.readlink(p)) if p.is_symlink() else p.read_bytes()
+             for p in found if p.is_symlink() or p.is_file()}
+    return files, {p.relative_to(root).as_posix() for p in found if p.is_dir() and not p.is_symlink()}
 
 
 def holds_the_promises(result: subprocess.CompletedProcess[str], before: tuple, after: tuple, poisoned: bool) -> None:
@@ -180,9 +189,9 @@ def test_no_hostile_input_makes_codemod_lie_lose_a_byte_or_print_a_traceback(dat
             return
         if "--tree" not in command:
             command = (*command, "--tree", str(tree))
-        before = (state(tree), state(beside)) if tree.is_dir() and not tree.is_relative_to("/proc") else None
+        before = (held(tree), held(beside)) if os.path.isdir(tree) and not tree.is_relative_to("/proc") else None
         result = run(*command, env=env)
-        after = (state(tree), state(beside)) if before is not None else None
+        after = (held(tree), held(beside)) if before is not None else None
         holds_the_promises(result, before, after, poisoned)
         if kind == "fault" and "no g++" not in fault:
             refused(result, *words)
@@ -191,7 +200,7 @@ def test_no_hostile_input_makes_codemod_lie_lose_a_byte_or_print_a_traceback(dat
 def killed_after(data: st.DataObject, tree: Path, beside: Path) -> None:
     """A bypass killed at a drawn write: the next commands end as codemod's do, `recover` leaves the tree whole (as it
     was, or bypassed), and `revert` brings every byte back."""
-    before = (state(tree), state(beside))
+    before = (held(tree), held(beside))
     writes = data.draw(st.integers(1, 30), label="killed at write")
     killed = run("bypass", "mul", "--tree", str(tree), "--no-build", "--no-verify", env={transaction.CRASH_ENV: str(writes)})
     assert killed.returncode in (0, transaction.CRASH_EXIT) and "Traceback" not in killed.stderr, killed.stderr
@@ -202,4 +211,4 @@ def killed_after(data: st.DataObject, tree: Path, beside: Path) -> None:
     if (tree / ".codemod" / "mul.json").is_file():  # the bypass had reached its commit point
         reverted = run("revert", "mul", "--tree", str(tree))
         assert reverted.returncode == 0, reverted.stderr
-    assert (state(tree), state(beside)) == before
+    assert (held(tree), held(beside)) == before
