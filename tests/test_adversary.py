@@ -5,7 +5,8 @@ beside it; and "verified" is said of a file only where g++ compiled the bytes on
 The classes: the faults of tests/test_faults.py (each a refusal with its words); a malformed compile_commands.json
 (drawn bytes, JSON, or a valid entry spoiled); a corrupt or truncated build-cache entry (in a build cache of this test's
 own, whose files are links to the session's: a corruption replaces a file, never writes into one); odd and special
-paths (FIFO, /proc, /dev, a directory, an over-long name) for --tree, --patch and derivatives.yaml; a malformed
+paths (FIFO, /proc, /dev, a directory, an over-long name, a dangling symlink) for --tree, --patch and a file of the tree
+(derivatives.yaml, a source, a template, a new source) made a symlink to one; a malformed
 `hot --trace`; a non-UTF-8 byte in a file a command reads; a kill at a drawn write (transaction.CRASH_ENV), then
 `status`, `recover` and `revert`. Where the run compiles, the tree may be poisoned: a header every BinaryOps.cpp
 compile reads, planted in the tree, includes a header nobody has, so no claim that g++ compiled BinaryOps.cpp holds.
@@ -34,13 +35,14 @@ from codemod.apply import transaction
 from codemod.model.tree import DERIVATIVES, NATIVE_FUNCTIONS, NATIVE_SOURCES, TAGS, TEMPLATES
 from tests import sampling
 from tests.conftest import REPO, SESSION_CACHE, TARGET_TREE
-from tests.test_bad_inputs import refused
+from tests.test_bad_inputs import held, refused
 from tests.test_faults import BINARY_OPS, FAULTS, LONG, entry
 from tests.test_journal_trust import JSON_VALUES, mutated
 
 FAST = ("--no-build",)  # the harness and its OpInfo check are the same build-cache reads on every example
 POISON = f"{NATIVE_SOURCES}/BinaryOps.h"  # BinaryOps.cpp's first include: the tree's copy shadows the installed one
 ABSENT = "codemod_adversary_absent.h"
+TREE_FILES = (DERIVATIVES, BINARY_OPS, f"{TEMPLATES}/Functions.h", f"{NATIVE_SOURCES}/Extra.cpp")  # Extra.cpp: a new one
 CLAIMED = re.compile(r"^verified: g\+\+ -fsyntax-only \([^)]*\) compiles (?P<files>.*?) against ", re.MULTILINE)
 # Cache files whose corruption costs a second or so to make again (a capture, a parse, the yaml's load); under
 # --sample-all, any file a warm bypass reads (a compile record: g++ again; torchgen's outputs: torchgen again).
@@ -55,15 +57,6 @@ TRACE = {"traceEvents": [
 def run(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "codemod", *args], capture_output=True, text=True, cwd=REPO,
                           env={**os.environ, **(env or {})}, timeout=600)  # a hang (a FIFO read) fails the example
-
-
-def held(root: Path) -> tuple[dict[str, bytes], set[str]]:
-    """Every file's bytes and every directory under ROOT; a symlink by where it points, never read through (it may
-    lead to /proc/self/mem, or to /proc/self/status, whose bytes are the reader's)."""
-    found = sorted(root.rglob("*"))
-    files = {p.relative_to(root).as_posix(): b"-> " + os.fsencode(os.readlink(p)) if p.is_symlink() else p.read_bytes()
-             for p in found if p.is_symlink() or p.is_file()}
-    return files, {p.relative_to(root).as_posix() for p in found if p.is_dir() and not p.is_symlink()}
 
 
 def holds_the_promises(result: subprocess.CompletedProcess[str], before: tuple, after: tuple, poisoned: bool) -> None:
@@ -169,11 +162,11 @@ def test_no_hostile_input_makes_codemod_lie_lose_a_byte_or_print_a_traceback(dat
                 corrupt(data, cache / relative)
             env = {"CODEMOD_BUILD_CACHE": str(cache)}
         elif kind == "odd path":
-            where = data.draw(st.sampled_from(["--tree", "--patch", DERIVATIVES]), label="odd")
+            where = data.draw(st.sampled_from(["--tree", "--patch", *TREE_FILES]), label="odd")
             path = odd_path(data, beside, "odd")
-            if where == DERIVATIVES:
-                (tree / DERIVATIVES).unlink()
-                (tree / DERIVATIVES).symlink_to(path)
+            if where in TREE_FILES:  # the tree's file a symlink to it
+                (tree / where).unlink(missing_ok=True)
+                (tree / where).symlink_to(path)
             command = data.draw(st.sampled_from([("bypass", "mul", *FAST), ("explain", "mul"), ("status",)]), label="command")
             command = (*command, *((where, path) if where == "--patch" and command[0] == "bypass" else ()))
             if where == "--tree":

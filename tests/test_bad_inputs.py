@@ -39,6 +39,15 @@ def state(root: Path) -> tuple[dict[str, bytes], set[str]]:
     return snapshot(root), {p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_dir()}
 
 
+def held(root: Path) -> tuple[dict[str, bytes], set[str]]:
+    """Every file's bytes and every directory under ROOT; a symlink by where it points, never read through (it may
+    lead to /proc/self/mem, or to /proc/self/status, whose bytes are the reader's)."""
+    found = sorted(root.rglob("*"))
+    files = {p.relative_to(root).as_posix(): b"-> " + os.fsencode(os.readlink(p)) if p.is_symlink() else p.read_bytes()
+             for p in found if p.is_symlink() or p.is_file()}
+    return files, {p.relative_to(root).as_posix() for p in found if not p.is_symlink() and p.is_dir()}
+
+
 def interrupt_bypass(tree: Path) -> None:
     """A real `bypass mul` killed right after its commit point (the transaction log renamed into place): the
     first write at which a crash leaves the log behind."""

@@ -27,7 +27,7 @@ from codemod.model.tree import DERIVATIVES, NATIVE_FUNCTIONS, NATIVE_SOURCES, Tr
 from codemod.plan import structured_kernels
 from codemod.verify import compile_check, compiler
 from tests.conftest import FIXTURES, REPO, TARGET_TREE
-from tests.test_bad_inputs import refused, state
+from tests.test_bad_inputs import held, refused
 
 # One sample for the whole run: pytest-xdist's workers share its run id, so they collect the same tests.
 _RUN = os.environ.get("PYTEST_XDIST_TESTRUNUID")
@@ -91,6 +91,10 @@ FAULTS: dict[str, tuple[Callable[[Path, Path], dict[str, str] | None], tuple[str
         ("no-such-dir: not a directory, but", "compile_commands.json gives", "nothing was written"),
     ),
     "no g++ on PATH, the cache warm": (lambda _, beside: without_gxx(beside), (), ("g++: compiler not found", "nothing was written")),
+    "a source symlinked to an over-long name": (
+        lambda t, beside: (t / NATIVE_SOURCES / "Extra.cpp").symlink_to(beside / LONG), (),
+        (f"{NATIVE_SOURCES}/Extra.cpp: cannot be read (File name too long)", "fix or remove it"),
+    ),
     "derivatives.yaml a FIFO": (lambda t, _: fifo_at(t / DERIVATIVES), (), (f"{DERIVATIVES}: a FIFO, but it must be the autograd formulas file",)),
     "native_functions.yaml a FIFO": (lambda t, _: fifo_at(t / NATIVE_FUNCTIONS), (), (f"{NATIVE_FUNCTIONS}: a FIFO, but it must be",)),
     "--patch onto a markdown note": (
@@ -115,11 +119,11 @@ def test_a_fault_in_any_input_is_refused_before_the_first_write(tmp_path: Path, 
     beside.mkdir()
     spoil, arguments, words = FAULTS[fault]
     env = {**os.environ, **(spoil(tree, beside) or {})}
-    before, outside = state(tree), state(beside)
+    before, outside = held(tree), held(beside)
     command = [sys.executable, "-m", "codemod", "bypass", "mul", "--tree", str(tree), *(a.replace("BESIDE", str(beside)) for a in arguments)]
     result = subprocess.run(command, capture_output=True, text=True, cwd=REPO, env=env, timeout=600)
     refused(result, *words)
-    assert state(tree) == before and state(beside) == outside, f"seed {SEED}"
+    assert held(tree) == before and held(beside) == outside, f"seed {SEED}"
 
 
 def test_the_patch_file_is_codemods_own_and_git_apply_reads_past_its_header(tmp_path: Path) -> None:

@@ -29,7 +29,7 @@ def markers(tree: Tree) -> dict[str, list[str]]:
     """Each op with a marker in the tree, and where (file:line)."""
     found: dict[str, list[str]] = {}
     for directory in _SCANNED:
-        for path in sorted(p for p in tree.path(directory).rglob("*") if p.is_file() and p.suffix in (".h", ".cpp", ".cu")):
+        for path in sorted(p for p in tree.path(directory).rglob("*") if p.suffix in (".h", ".cpp", ".cu") and model_paths.walked_file(p)):
             data = path.read_bytes()
             for match in MARKED_OP.finditer(data):
                 line = data.count(b"\n", 0, match.start()) + 1

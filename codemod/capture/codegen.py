@@ -24,6 +24,7 @@ import contextlib
 import functools
 import importlib.util
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -34,7 +35,7 @@ from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
 from codemod.capture.fromtorch import AUTOGRAD_DIR
-from codemod.model import cache, native_yaml, progress
+from codemod.model import cache, native_yaml, paths, progress
 from codemod.model.errors import BadInput, VerificationFailed
 from codemod.model.tree import DERIVATIVES, NATIVE_FUNCTIONS, TAGS, TEMPLATES, Tree
 
@@ -215,8 +216,8 @@ def files(*paths: Path) -> list[bytes | str]:
 
 def _listed(path: Path) -> list[Path]:
     """The files `files` names for PATH: PATH itself, or a directory's files (but caches) in sorted order."""
-    candidates = sorted(path.rglob("*")) if path.is_dir() else [path]
-    return [file for file in candidates if file.is_file() and "__pycache__" not in file.parts]
+    candidates = sorted(path.rglob("*")) if os.path.isdir(path) else [path] if os.path.lexists(path) else []  # one optional
+    return [file for file in candidates if "__pycache__" not in file.parts and paths.walked_file(file)]
 
 
 @contextlib.contextmanager

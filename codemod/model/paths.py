@@ -46,6 +46,16 @@ def regular_file(path: Path, what: str, missing_ok: bool = False) -> Path:
     return path
 
 
+def walked_file(path: Path) -> bool:
+    """Whether PATH, met walking the tree, is a file to read: a regular file, or a symlink to one (a FIFO, which would
+    block the read, is none). One whose kind cannot be told (a symlink leading nowhere, or to an over-long name) is
+    refused in one line naming it, before it is read, where a read would have failed halfway through the run."""
+    try:
+        return stat.S_ISREG(os.stat(path).st_mode)
+    except OSError as error:
+        _refuse(path, f"cannot be read ({error.strerror}), and codemod reads the tree's files", "fix or remove it and run again")
+
+
 def _kind(mode: int) -> str:
     kinds = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
              (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))

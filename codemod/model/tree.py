@@ -71,17 +71,18 @@ def locate(root: str | os.PathLike[str]) -> Tree:
     given = paths.name_checked(Path(root).absolute(), "--tree").resolve()
     if not given.is_dir():
         raise BadInput(f"{root}: no such directory; pass --tree the root of a PyTorch checkout")
-    resolved = next((d for d in (given, *given.parents) if (d / NATIVE_FUNCTIONS).exists()), None)  # a directory there is refused below
+    # os.path's probes, not pathlib's: a symlink there leading to an over-long name is refused below, not raised
+    resolved = next((d for d in (given, *given.parents) if os.path.lexists(d / NATIVE_FUNCTIONS)), None)  # a directory there is refused below
     if resolved is None:
         raise BadInput(_where_a_tree_is(given))
     for relative, what in _REQUIRED.items():
         path = resolved / relative
-        if not path.exists():
+        if not os.path.lexists(path):
             raise BadInput(
                 f"{path}: missing ({what}); "
                 "--tree must point at the root of a PyTorch checkout"
             )
-        if relative == TEMPLATES and not path.is_dir():
+        if relative == TEMPLATES and not os.path.isdir(path):
             raise BadInput(f"{path}: not a directory, but it must be {what}; put the real one there and run again")
         if relative != TEMPLATES:
             paths.regular_file(path, what)
@@ -93,7 +94,7 @@ def _own_codegen(root: Path) -> bool:
     """Whether the tree's codegen is its own (torchgen/ and tools/autograd/, of one release: a checkout, or what `tree
     from-torch` writes) or the installed torch's (neither). One without the other would run one release's code on the
     other's inputs (the installed autograd codegen on the tree's torchgen, the tree's on the installed one's): refused."""
-    own = {relative: (root / relative).is_file() for relative in (_OWN_TORCHGEN, _OWN_AUTOGRAD)}
+    own = {relative: os.path.isfile(root / relative) for relative in (_OWN_TORCHGEN, _OWN_AUTOGRAD)}
     if own[_OWN_TORCHGEN] == own[_OWN_AUTOGRAD]:
         return own[_OWN_TORCHGEN]
     missing = next(relative for relative, present in own.items() if not present)

@@ -36,7 +36,7 @@ from functools import cached_property
 from tree_sitter import Node
 
 from codemod.capture.capture import Capture
-from codemod.model import cpp_macros, cpp_syntax
+from codemod.model import cpp_macros, cpp_syntax, paths
 from codemod.model.edits import Edit, apply_edits, line_starts
 from codemod.model.tree import TEMPLATES, Tree
 from codemod.plan.cpp import SourceFile
@@ -119,7 +119,7 @@ class _Files:
             for name in sorted(files):
                 rel = os.path.relpath(os.path.join(directory, name), tree.root).replace(os.sep, "/")
                 self.every.add(rel)
-                if name.endswith(CPP_SUFFIXES):
+                if name.endswith(CPP_SUFFIXES) and paths.walked_file(tree.path(rel)):
                     pending.append(rel)
         while pending:
             for rel in pending:

@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from codemod.model import cache, cpp_macros, cpp_syntax
+from codemod.model import cache, cpp_macros, cpp_syntax, paths
 from codemod.model.errors import NotBypassable
 from codemod.model.tree import NATIVE_SOURCES, Tree
 
@@ -52,7 +52,7 @@ class KernelDefinition:
 def kernel_sources(tree: Tree) -> Iterator[Path]:
     """The native sources that mention a kernel-defining macro at all (a byte scan, so only those are parsed)."""
     for path in sorted(tree.path(NATIVE_SOURCES).rglob("*.cpp")):
-        if path.is_file() and _MAY_DEFINE.search(path.read_bytes()):
+        if paths.walked_file(path) and _MAY_DEFINE.search(path.read_bytes()):
             yield path
 
 

@@ -128,7 +128,7 @@ class CodegenInputs:
             return given if given is not None else (root / relative).read_bytes()
 
         templates = root / TEMPLATES
-        names = sorted(p.relative_to(templates).as_posix() for p in templates.rglob("*") if p.is_file())
+        names = sorted(p.relative_to(templates).as_posix() for p in templates.rglob("*") if paths.walked_file(p))
         return cls(read(NATIVE_FUNCTIONS), read(TAGS), tuple((name, read(f"{TEMPLATES}/{name}")) for name in names))
 
     def write(self, source_dir: Path) -> None:
