@@ -47,13 +47,23 @@ def regular_file(path: Path, what: str, missing_ok: bool = False) -> Path:
 
 
 def walked_file(path: Path) -> bool:
-    """Whether PATH, met walking the tree, is a file to read: a regular file, or a symlink to one (a FIFO, which would
-    block the read, is none). One whose kind cannot be told (a symlink leading nowhere, or to an over-long name) is
-    refused in one line naming it, before it is read, where a read would have failed halfway through the run."""
+    """Whether PATH, met walking the tree, is a file to read (a regular file, or a symlink to one) rather than a
+    directory. Anything else is refused in one line naming it, before it is read: a FIFO or a device (a read would block
+    or never end), a file of the kernel's, or one whose kind cannot be told (a symlink leading nowhere, or to an
+    over-long name)."""
+    resolved = Path(os.path.realpath(path))
+    if any(resolved.is_relative_to(kernel) for kernel in _KERNELS):
+        _refuse(path, f"a file of the kernel's ({resolved}), and codemod reads the tree's files", _FIX_WALKED)
     try:
-        return stat.S_ISREG(os.stat(path).st_mode)
+        mode = os.stat(path).st_mode
     except OSError as error:
-        _refuse(path, f"cannot be read ({error.strerror}), and codemod reads the tree's files", "fix or remove it and run again")
+        _refuse(path, f"cannot be read ({error.strerror}), and codemod reads the tree's files", _FIX_WALKED)
+    if not stat.S_ISREG(mode) and not stat.S_ISDIR(mode):
+        _refuse(path, f"{_kind(mode)}, and codemod reads the tree's files", _FIX_WALKED)
+    return stat.S_ISREG(mode)
+
+
+_FIX_WALKED = "fix or remove it and run again"
 
 
 def _kind(mode: int) -> str:
