@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -247,6 +248,30 @@ def test_cli_build_and_bench_json(built: compiler.Built, target_tree: Path) -> N
     assert report["observed"]["dispatch"]["profiler_events"] == ["aten::mul"]
     assert report["observed"]["bypass"]["grad_fn"] is None
     assert report["callgrind"] is None
+
+
+def test_checks_a_build_passed_are_kept_by_its_key_and_said_so(built: compiler.Built, cache: Path, target_tree: Path) -> None:
+    """The checks that passed on a build are not run again on the same build (its compile's key), torch and our code:
+    their verdicts are reprinted, said to be kept; a truncated record is not trusted: they run again."""
+    shutil.rmtree(cache / "checks", ignore_errors=True)
+    runs = []
+    for _ in range(2):
+        result = run_codemod("build", "mul", "--tree", str(target_tree), "--json")
+        assert result.returncode == 0, result.stderr
+        runs.append((json.loads(result.stdout), result.stderr))
+    (first, first_said), (second, second_said) = runs
+    assert not first["checks_kept"] and second["checks_kept"]
+    assert [first[k] for k in ("cpp_checks", "torch_comparisons")] == [second[k] for k in ("cpp_checks", "torch_comparisons")]
+    assert "not run again" not in first_said and "check: mul's bypass against torch" in first_said
+    assert "these checks passed before on the same build, samples and torch (build cache), not run again" in second_said
+    assert "check: mul's bypass against torch" not in second_said  # torch was not even imported
+    for said in (first_said, second_said):
+        assert "checks: 70 passed, 0 failed" in said and "mul: 150 comparisons with torch" in said
+    (record,) = (cache / "checks").iterdir()
+    record.write_text(record.read_text()[:40])
+    again = run_codemod("build", "mul", "--tree", str(target_tree), "--json")
+    assert again.returncode == 0 and not json.loads(again.stdout)["checks_kept"], again.stderr
+    assert json.loads(record.read_text())["torch_comparisons"] == first["torch_comparisons"]  # kept whole again
 
 
 def test_cli_build_on_a_checkout_prints_how_to_build_the_checkout(built: compiler.Built, tree: Path) -> None:
