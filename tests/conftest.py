@@ -175,11 +175,11 @@ class FileProgress:
 
 
 def seeded_cache(destination: Path, entries: str = "pch-*", leave_out: str = "", source: Path = SESSION_CACHE) -> Path:
-    """A new build cache at DESTINATION holding SOURCE's ENTRIES (a glob; by default the precompiled headers) but
-    LEAVE_OUT, as hard links (entries are never edited in place; copies where SOURCE is on another file system): for a
+    """A build cache at DESTINATION (made, or added to) holding SOURCE's ENTRIES (a glob; by default the precompiled
+    headers) but LEAVE_OUT, as hard links (entries are never edited in place; copies where SOURCE is on another file system): for a
     test of what a first build does, which is not making those entries. Never a lock file or a half-made entry (dot
     names): a lock shared through a hard link would tie the two caches' runs."""
-    destination.mkdir(parents=True)
+    destination.mkdir(parents=True, exist_ok=True)
     for kept in source.glob(entries):
         if kept.name == leave_out or kept.name.startswith("."):
             continue
