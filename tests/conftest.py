@@ -171,6 +171,8 @@ class FileProgress:
                     counts[outcome] = counts.get(outcome, 0) + 1
                 said = ", ".join(f"{n} {outcome}" for outcome, n in sorted(counts.items()))
                 reporter = self.config.pluginmanager.get_plugin("terminalreporter")
+                if reporter._tw.width_of_current_line:  # after the workers' dots: on a line of its own
+                    reporter._tw.line()
                 reporter.write_line(f"[{self.files}/{len(self.left)}] {path}: {said} in {self.seconds[path]:.0f} s")
 
 
