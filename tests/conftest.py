@@ -116,12 +116,72 @@ def bypassed_full_tree(tmp_path_factory: pytest.TempPathFactory, target_tree: Pa
     return full_tree.build(tmp_path_factory.mktemp("full-tree"), target_tree)
 
 
+# The files that read `bypassed_full_tree`: pytest-xdist runs them on one worker, so the session builds it once.
+FULL_TREE_FILES = ("tests/test_real_tree.py", "tests/test_macro_kernels.py")
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
+    """Each test file on one worker (its module fixtures are built once), the files of FULL_TREE_FILES together."""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ByFile(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            path = nodeid.split("::", 1)[0]
+            return FULL_TREE_FILES[0] if path in FULL_TREE_FILES else path
+
+    return ByFile(config, log)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if getattr(config.option, "numprocesses", None) and not hasattr(config, "workerinput"):  # xdist's controller
+        config.pluginmanager.register(FileProgress(config), "codemod-file-progress")
+
+
+class FileProgress:
+    """Under pytest-xdist, a line as each test file finishes (its outcomes and seconds), as pytest names each file it
+    reaches when it runs alone: the workers' dots alone say nothing of where the run is."""
+
+    def __init__(self, config: pytest.Config) -> None:
+        self.config = config
+        self.left: dict[str, int] = {}
+        self.outcomes: dict[str, dict[str, str]] = {}
+        self.seconds: dict[str, float] = {}
+        self.files = 0
+
+    def pytest_xdist_node_collection_finished(self, node: object, ids: list[str]) -> None:
+        if not self.left:  # every worker collects the same tests
+            for nodeid in ids:
+                path = nodeid.split("::", 1)[0]
+                self.left[path] = self.left.get(path, 0) + 1
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        path = report.nodeid.split("::", 1)[0]
+        outcomes = self.outcomes.setdefault(path, {})
+        self.seconds[path] = self.seconds.get(path, 0.0) + report.duration
+        if report.failed:
+            outcomes[report.nodeid] = "error" if report.when != "call" else "failed"
+        elif report.when == "call" or report.skipped:
+            outcomes.setdefault(report.nodeid, report.outcome)
+        if report.when == "teardown":
+            self.left[path] -= 1
+            if self.left[path] == 0:
+                self.files += 1
+                counts: dict[str, int] = {}
+                for outcome in outcomes.values():
+                    counts[outcome] = counts.get(outcome, 0) + 1
+                said = ", ".join(f"{n} {outcome}" for outcome, n in sorted(counts.items()))
+                reporter = self.config.pluginmanager.get_plugin("terminalreporter")
+                if reporter._tw.width_of_current_line:  # after the workers' dots: on a line of its own
+                    reporter._tw.line()
+                reporter.write_line(f"[{self.files}/{len(self.left)}] {path}: {said} in {self.seconds[path]:.0f} s")
+
+
 def seeded_cache(destination: Path, entries: str = "pch-*", leave_out: str = "", source: Path = SESSION_CACHE) -> Path:
-    """A new build cache at DESTINATION holding SOURCE's ENTRIES (a glob; by default the precompiled headers) but
-    LEAVE_OUT, as hard links (entries are never edited in place; copies where SOURCE is on another file system): for a
+    """A build cache at DESTINATION (made, or added to) holding SOURCE's ENTRIES (a glob; by default the precompiled
+    headers) but LEAVE_OUT, as hard links (entries are never edited in place; copies where SOURCE is on another file system): for a
     test of what a first build does, which is not making those entries. Never a lock file or a half-made entry (dot
     names): a lock shared through a hard link would tie the two caches' runs."""
-    destination.mkdir(parents=True)
+    destination.mkdir(parents=True, exist_ok=True)
     for kept in source.glob(entries):
         if kept.name == leave_out or kept.name.startswith("."):
             continue

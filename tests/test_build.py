@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -23,7 +24,7 @@ from codemod.model.tree import locate
 from codemod.plan import cpp as plan_cpp
 from codemod.plan.plan import op_entries
 from codemod.verify import build, bypass_ext, captured, checks, compiler, harness, signature
-from tests.conftest import OUTPUT_SCHEMA, REPO, descendants, ended, run_codemod, seeded_cache
+from tests.conftest import OUTPUT_SCHEMA, REPO, SESSION_CACHE, descendants, ended, run_codemod, seeded_cache
 
 
 @pytest.fixture(scope="module")
@@ -41,10 +42,21 @@ def cache(tmp_path_factory: pytest.TempPathFactory):
 
 
 @pytest.fixture(scope="module")
-def built(cache: Path, target_tree: Path) -> compiler.Built:
+def first_build(cache: Path, target_tree: Path) -> tuple[compiler.Built, list[str]]:
+    """The module cache's first build, which compiles, loading no precompiled header, and the notes it left asking for
+    one. Then the session's libtorch PCH of that note, when the session made it, is linked in: the builds after this one
+    load it rather than make it again (making it is the next test's, in a cache of its own)."""
     result = build.build(locate(target_tree), "mul")
-    assert not result.cached
-    return result
+    assert not result.cached and not list(cache.glob("pch-*/libtorch_pch.h.gch"))
+    notes = [note.name for note in cache.glob("pch-*.wanted")]
+    for note in notes:
+        seeded_cache(cache, note.removesuffix(".wanted"), source=SESSION_CACHE)
+    return result, notes
+
+
+@pytest.fixture(scope="module")
+def built(first_build: tuple[compiler.Built, list[str]]) -> compiler.Built:
+    return first_build[0]
 
 
 def test_extension_holds_the_bypass_scaffolding_verbatim_in_its_own_namespace(built: compiler.Built, target_tree: Path) -> None:
@@ -59,15 +71,15 @@ def test_extension_holds_the_bypass_scaffolding_verbatim_in_its_own_namespace(bu
 
 
 def test_harness_and_extension_are_one_compile_with_the_libtorch_headers_precompiled_from_a_caches_second(
-    built: compiler.Built, cache: Path, target_tree: Path, tmp_path: Path,
+    first_build: tuple[compiler.Built, list[str]], cache: Path, target_tree: Path, tmp_path: Path,
 ) -> None:
     """`codemod build` compiles the harness source once and links the object twice: the harness executable and the
     Python extension the OpInfo check imports. The first compile of a cache (the fixture's) loads no precompiled
     headers and leaves a note; the next one (here in a cache holding only that note) makes them and loads them."""
+    built, notes = first_build
     assert built.module is not None and built.module.parent == built.executable.parent
-    notes = list(cache.glob("pch-*.wanted"))
-    assert len(notes) == 1 and not list(cache.glob("pch-*/libtorch_pch.h.gch"))
-    fresh = seeded_cache(tmp_path / "cache", notes[0].name, source=cache)  # as after another op: only the note
+    assert len(notes) == 1
+    fresh = seeded_cache(tmp_path / "cache", notes[0], source=cache)  # as after another op: only the note
     log = tmp_path / "g++.log"
     logging_cxx = tmp_path / "g++"
     logging_cxx.write_text(f'#!/bin/sh\necho "$@" >> {log}\nexec {compiler.CXX} "$@"\n')
@@ -247,6 +259,30 @@ def test_cli_build_and_bench_json(built: compiler.Built, target_tree: Path) -> N
     assert report["observed"]["dispatch"]["profiler_events"] == ["aten::mul"]
     assert report["observed"]["bypass"]["grad_fn"] is None
     assert report["callgrind"] is None
+
+
+def test_checks_a_build_passed_are_kept_by_its_key_and_said_so(built: compiler.Built, cache: Path, target_tree: Path) -> None:
+    """The checks that passed on a build are not run again on the same build (its compile's key), torch and our code:
+    their verdicts are reprinted, said to be kept; a truncated record is not trusted: they run again."""
+    shutil.rmtree(cache / "checks", ignore_errors=True)
+    runs = []
+    for _ in range(2):
+        result = run_codemod("build", "mul", "--tree", str(target_tree), "--json")
+        assert result.returncode == 0, result.stderr
+        runs.append((json.loads(result.stdout), result.stderr))
+    (first, first_said), (second, second_said) = runs
+    assert not first["checks_kept"] and second["checks_kept"]
+    assert [first[k] for k in ("cpp_checks", "torch_comparisons")] == [second[k] for k in ("cpp_checks", "torch_comparisons")]
+    assert "not run again" not in first_said and "check: mul's bypass against torch" in first_said
+    assert "these checks passed before on the same build, samples and torch (build cache), not run again" in second_said
+    assert "check: mul's bypass against torch" not in second_said  # torch was not even imported
+    for said in (first_said, second_said):
+        assert "checks: 70 passed, 0 failed" in said and "mul: 150 comparisons with torch" in said
+    (record,) = (cache / "checks").iterdir()
+    record.write_text(record.read_text()[:40])
+    again = run_codemod("build", "mul", "--tree", str(target_tree), "--json")
+    assert again.returncode == 0 and not json.loads(again.stdout)["checks_kept"], again.stderr
+    assert json.loads(record.read_text())["torch_comparisons"] == first["torch_comparisons"]  # kept whole again
 
 
 def test_cli_build_on_a_checkout_prints_how_to_build_the_checkout(built: compiler.Built, tree: Path) -> None:

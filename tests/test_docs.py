@@ -94,6 +94,8 @@ def test_an_example_marks_every_line_it_leaves_out() -> None:
     ("verified: g++ -fsyntax-only compiles a.cpp, b.cpp (2 files, 9.1 s)", True),
     ("verified: g++ -fsyntax-only compiles a.cpp, b.cpp (2 files, 0.1 s; 1 of them compiled clean before from the same inputs, not recompiled)", True),
     ("verified: g++ -fsyntax-only compiles a.cpp, b.cpp (2 files, 0.1 s; 2 of them compiled clean before from the same inputs, not recompiled)", False),
+    ("verified: g++ -fsyntax-only compiles a.cpp (1 file, 8.2 s)", True),
+    ("verified: g++ -fsyntax-only compiles a.cpp (1 file, 0.1 s; compiled clean before from the same inputs, not recompiled)", False),
     ("verified: torchgen on the whole yaml: ran clean on the planned bytes before writing; the tree now holds exactly those bytes, not run again", True),
     ("verified: torchgen on the whole yaml: ran clean before on the same inputs (build cache), not run again", False),
 ])

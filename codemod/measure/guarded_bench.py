@@ -81,9 +81,9 @@ int observe_three() {
 
 int main(int argc, char** argv) {
   const std::string mode = argc > 1 ? argv[1] : "";
-  if (mode == "time" && argc > 2) return time_three(argc - 2, argv + 2);
-  if (mode == "calls" && argc == 4 && std::string(argv[2]) == "guarded") return guarded_calls(std::atol(argv[3]));
-  if (mode == "observe") return observe_three();
+  if (mode == "time" && argc > 2) leave(time_three(argc - 2, argv + 2));
+  if (mode == "calls" && argc == 4 && std::string(argv[2]) == "guarded") leave(guarded_calls(std::atol(argv[3])));
+  if (mode == "observe") leave(observe_three());
   return harness_main(argc, argv);
 }
 """

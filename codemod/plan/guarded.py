@@ -15,6 +15,7 @@ It also requires no RecordFunction callback (profiler), since the dispatcher wou
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
 from codemod.capture.capture import ApiFunction, Capture
 from codemod.model import cpp_syntax
@@ -99,10 +100,19 @@ def template_edits(tree: Tree, capture: Capture) -> list[Edit]:
     ]
 
 
-def guarded_definition(op: str, api: ApiFunction, cpu_functions: set[str]) -> str:
-    """The generated definition, its dispatcher call kept as the fallback behind the fast path."""
-    if api.name not in cpu_functions:
-        raise BadInput(f"torchgen generates no at::cpu::{api.name} for {api.overload}; the guarded bypass calls it")
+@dataclass(frozen=True)
+class GuardedCall:
+    """What a guarded definition of API passes its guard: the tensors it reads (`*this` first for a method), and of
+    those, the ones the call mutates (whose versions it bumps)."""
+
+    params: list[tuple[str, str]]  # (type as written, name) of the definition, without `*this`
+    is_method: bool
+    tensors: list[str]
+    mutated: list[str]
+
+
+def guarded_call(op: str, api: ApiFunction) -> GuardedCall:
+    """API's parameters as its guarded definition passes them to the guard; refused unless every tensor is plain."""
     src = cpp_syntax.parse(f"{api.definition_head} {{}}".encode())
     node = next(n for n in src.root.named_children if n.type == "function_definition")
     params = cpp_syntax.parameters(node)
@@ -113,13 +123,23 @@ def guarded_definition(op: str, api: ApiFunction, cpu_functions: set[str]) -> st
     tensors = [name for kind, name in params if _TENSOR.match(kind)]
     mutated = [name for kind, name in params if kind == "at::Tensor &"]
     if is_method:
-        call = _OPS_CALL_ARGS.search(api.body)
-        args = call.group(1) if call else ""
         tensors.insert(0, "*this")
         if api.name.endswith("_"):
             mutated.insert(0, "*this")
+    return GuardedCall(params, is_method, tensors, mutated)
+
+
+def guarded_definition(op: str, api: ApiFunction, cpu_functions: set[str]) -> str:
+    """The generated definition, its dispatcher call kept as the fallback behind the fast path."""
+    if api.name not in cpu_functions:
+        raise BadInput(f"torchgen generates no at::cpu::{api.name} for {api.overload}; the guarded bypass calls it")
+    guarded = guarded_call(op, api)
+    tensors, mutated = guarded.tensors, guarded.mutated
+    if guarded.is_method:
+        call = _OPS_CALL_ARGS.search(api.body)
+        args = call.group(1) if call else ""
     else:
-        args = ", ".join(name for _, name in params)
+        args = ", ".join(name for _, name in guarded.params)
     namespace = guard_namespace(op)
     fast_call = f"at::cpu::{api.name}({args})"
     if mutated:

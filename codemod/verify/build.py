@@ -42,14 +42,16 @@ def compile_harness(harness: Harness, name: str, bound: Capture | None = None) -
     return dataclasses.replace(built, cpp_checks=bool(harness.cpp_checked), timed_call=harness.timed.shown)
 
 
-def build(tree: Tree, op: str, captured: Capture | None = None) -> Built:
+def build(tree: Tree, op: str, captured: Capture | None = None, compiling: Callable[[], None] = lambda: None) -> Built:
     """The harness and, where the check can bind every overload from Python (bypass_ext.unbindable), in the same
     compile, the extension (Built.module). Raises VerificationFailed naming, for each compiler error in the
     scaffolding, the file:line of the tree where `codemod bypass OP` splices that line. CAPTURED: the plan's
-    capture, when there is one. Recorded by what it is rendered from (recorded_build)."""
+    capture, when there is one. Recorded by what it is rendered from (recorded_build); COMPILING is called first when
+    nothing was (what a caller starts beside the compiler)."""
     entries, capture = (op_entries(tree, op), captured) if captured else bypassed_or_current(tree, op)
 
     def make() -> Built:
+        compiling()
         harness = render(capture, entries.groups)
         try:
             return compile_harness(harness, op, None if bypass_ext.unbindable(capture) else capture)

@@ -34,6 +34,7 @@ check that would make it sound costs.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import difflib
 import functools
 import hashlib
@@ -159,6 +160,15 @@ class Before:
 
 
 @dataclass(frozen=True)
+class Unit:
+    """A translation unit the check generates (never written to the tree), compiled as the tree's PATH would be."""
+
+    path: str  # relative to the tree
+    text: bytes
+    what: str  # for the verified line
+
+
+@dataclass(frozen=True)
 class NotCompiled:
     path: str
     why: str
@@ -174,21 +184,23 @@ class CompileReport:
     against: str = "against the headers the tree's torchgen regenerated"  # where, and against what, they compiled
     through: tuple[tuple[str, str], ...] = ()  # of compiled: headers, and the compiled file that read them
     per_operator: tuple[str, ...] = ()  # of compiled: those that include per-operator headers, compiled against them
+    units: tuple[tuple[str, str], ...] = ()  # of compiled: the generated units, and what each is
 
     def verified(self) -> list[str]:
         if not self.compiled:
             return []
-        cached = f"; {len(self.cached)} of them compiled clean before from the same inputs, not recompiled" if self.cached else ""
+        which = f"{len(self.cached)} of them " if len(self.compiled) > 1 else ""
+        cached = f"; {which}compiled clean before from the same inputs, not recompiled" if self.cached else ""
         through = f", including the headers generated from the edited {', '.join(self.templates_compiled)}" if self.templates_compiled else ""
         per_operator = (
             f" ({', '.join(self.per_operator)}: in torchgen's per-operator layout, with {PER_OPERATOR_FLAG}, for files that "
             "include <ATen/ops/...>)" if self.per_operator else ""
         )
-        included_by = dict(self.through)
-        named = [f"{path} (read by {included_by[path]})" if path in included_by else path for path in self.compiled]
+        described = {**{path: f"read by {source}" for path, source in self.through}, **dict(self.units)}
+        named = [f"{path} ({described[path]})" if path in described else path for path in self.compiled]
         return [
             f"g++ -fsyntax-only ({' '.join(LANGUAGE_FLAGS)}) compiles {', '.join(named)} {self.against}"
-            f"{per_operator}{through} ({len(self.compiled)} files, {self.seconds:.1f} s{cached})"
+            f"{per_operator}{through} ({len(self.compiled)} file{'s' if len(self.compiled) > 1 else ''}, {self.seconds:.1f} s{cached})"
         ]
 
     def unchecked(self) -> list[str]:
@@ -291,11 +303,12 @@ def result_key(*inputs: bytes | str) -> str:
 
 def check(
     tree: Tree, headers: Headers, plans: Sequence[Plan], before: Before | None = None, against: str = CompileReport.against,
+    units: Sequence[Unit] = (),
 ) -> CompileReport:
-    """Compile what PLANS wrote and what reached a function they remove, as it is on disk; raise VerificationFailed
-    with every error the bypass brought, at the tree's file:line (one at a removed function names a caller left
-    behind). BEFORE: the tree before the bypass, to tell those errors from the ones a file had already. Edited
-    templates count as compiled when a compiled file included a header of their name that the tree's torchgen
+    """Compile what PLANS wrote and what reached a function they remove, as it is on disk, and UNITS; raise
+    VerificationFailed with every error the bypass brought, at the tree's file:line (one at a removed function names a
+    caller left behind). BEFORE: the tree before the bypass, to tell those errors from the ones a file had already.
+    Edited templates count as compiled when a compiled file included a header of their name that the tree's torchgen
     generated. AGAINST says where they compiled, for the verified line."""
     started = time.monotonic()
     targets, templates = targets_of(plans)
@@ -305,6 +318,7 @@ def check(
     # the largest first (a file's size stands for its compile time), so that the two jobs end close together
     largest_first = sorted(sources, key=lambda t: -tree.path(t.path).stat().st_size if tree.path(t.path).is_file() else 0)
     with ThreadPoolExecutor(max_workers=JOBS) as pool:
+        unit_runs = [pool.submit(run.unit, unit) for unit in units]
         loading = run.generated_pch_users(pool, largest_first)
         # the first to load it makes it (if need be), beside the files that load none; the others wait for it
         in_order = [*loading[:1], *(t for t in largest_first if t not in loading), *loading[1:]]
@@ -314,12 +328,13 @@ def check(
         alone = [t for t in header_targets if t.path not in read_by]
         outcomes += [run.through(t, read_by[t.path]) for t in header_targets if t.path in read_by]
         outcomes += list(pool.map(run.target, alone))
+        outcomes += [unit_run.result() for unit_run in unit_runs]
     failures = [o for o in outcomes if o.errors]
     if failures:
         raise VerificationFailed(_failure_message(failures))
     generated_read = {Path(name).name for o in outcomes if o.compiled for name in o.generated_read}
     templates_compiled = [t for t in templates if Path(t).name in generated_read]
-    order = {t.path: i for i, t in enumerate(targets)}
+    order = {path: i for i, path in enumerate([*(t.path for t in targets), *(u.path for u in units)])}
     compiled = sorted((o for o in outcomes if o.compiled), key=lambda o: order[o.target.path])
     not_compiled = [
         *(NotCompiled(t.path, "a CUDA source, which g++ does not compile") for t in targets if t.path.endswith(CUDA_SUFFIXES)),
@@ -335,7 +350,16 @@ def check(
         against=against,
         through=tuple((o.target.path, o.read_by) for o in compiled if o.read_by),
         per_operator=tuple(o.target.path for o in compiled if o.headers is not None and o.headers.per_operator),
+        units=tuple((u.path, u.what) for u in units),
     )
+
+
+def compile_ahead(tree: Tree, headers: Headers, units: Sequence[Unit]) -> None:
+    """Compile UNITS against HEADERS for their records alone, before writing: check, after writing, finds the outcome
+    of the same inputs (clean or not) and says it."""
+    run = _Run(tree, headers, None, frozenset())
+    for unit in units:
+        run.unit(unit)
 
 
 def template_not_compiled(template: str) -> str:
@@ -426,6 +450,22 @@ class _Run:
         return _Outcome(
             target, compiled.cached, generated_read=tuple(deps["generated_headers"]), tree_headers=tuple(deps["tree_headers"]),
             headers=after.headers,
+        )
+
+    def unit(self, unit: Unit) -> _Outcome:
+        """Compile UNIT in the tree's place, against the regenerated headers; every error it meets is the bypass's."""
+        target = Target(unit.path, None)
+        with tempfile.TemporaryDirectory(prefix="codemod-compile-") as scratch:
+            view = _View(self.tree, self.headers, {unit.path: unit.text}, Path(scratch))
+            compiled = view.compile(unit.path)
+            if not compiled.clean:
+                failed = self._failed(target, view, compiled, Path(scratch))
+                said = f"{unit.path} ({unit.what}):" + failed.errors.removeprefix(f"{unit.path}:")
+                return dataclasses.replace(failed, errors=said) if failed.errors else failed
+        deps = compiled.dependencies
+        return _Outcome(
+            target, compiled.cached, generated_read=tuple(deps["generated_headers"]), tree_headers=tuple(deps["tree_headers"]),
+            headers=self.headers,
         )
 
     def through(self, target: Target, source: _Outcome) -> _Outcome:

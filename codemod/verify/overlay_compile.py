@@ -30,7 +30,7 @@ from codemod.plan import cpp as plan_cpp
 from codemod.plan import guarded as plan_guarded
 from codemod.plan.plan import OpEntries, Plan, combined_changes, op_entries
 from codemod.verify import compile_check
-from codemod.verify.compile_check import Before, CodegenInputs, CompileReport, NotCompiled
+from codemod.verify.compile_check import Before, CodegenInputs, CompileReport, NotCompiled, Unit
 
 # Entry keys that shape the C++ API torchgen generates for an operator (its declarations, defaults, methods).
 API_KEYS = ("func", "variants", "cpp_no_default_args", "manual_cpp_binding")
@@ -46,32 +46,47 @@ class _Step:
     native_functions: str  # the tree's yaml before this op's bypass
 
 
-def check(tree: Tree, plans: Sequence[Plan]) -> CompileReport:
-    """Compile what PLANS wrote in the slim TREE (and what reached a function they remove), against a full tree's
-    headers; raise VerificationFailed at TREE's file:line."""
+def check(tree: Tree, plans: Sequence[Plan], units: Sequence[Unit] = ()) -> CompileReport:
+    """Compile what PLANS wrote in the slim TREE (and what reached a function they remove), and UNITS, against a full
+    tree's headers; raise VerificationFailed at TREE's file:line."""
     targets, templates = compile_check.targets_of(plans)
     version = importlib.metadata.version("torch")
     against = f"against the headers of a full tree built from the installed torch {version} with the same bypasses"
     own_templates = [NotCompiled(t, _template_not_compiled(t)) for t in templates]
-    if not targets:
+    if not targets and not units:
         return CompileReport((), (), (), tuple(own_templates), 0.0, against)
-    ops = {plan.op for plan in plans}
-    earlier = [_Step(j.op, j.mode == "guarded", j.capture, _yaml_before(j)) for j in journal.bypassed(tree) if j.op not in ops]
-    planned = [_Step(p.op, p.guarded, p.capture, _plan_yaml_before(tree, p)) for p in plans]
     with progress.step(f"compile check: the full tree's codegen inputs from the installed torch {version}, with the bypasses applied"):
         try:
-            before, after = _inputs_after(tree, [earlier, planned])
+            before, after = _full_tree_inputs(tree, plans)
         except _CannotStandFor as refused:
             reason = f"the full tree cannot stand for this tree: {refused}"
-            return CompileReport((), (), (), (*(NotCompiled(t.path, reason) for t in targets), *own_templates), 0.0, against)
+            unbuilt = [*(t.path for t in targets), *(u.path for u in units)]
+            return CompileReport((), (), (), (*(NotCompiled(path, reason) for path in unbuilt), *own_templates), 0.0, against)
     headers = compile_check.regenerate_headers(tree, after)
     files_before = {change.path: change.before for change in combined_changes(plans)}
     report = compile_check.check(
-        tree, headers, plans, Before(files_before, functools.partial(compile_check.regenerate_headers, tree, before)), against,
+        tree, headers, plans, Before(files_before, functools.partial(compile_check.regenerate_headers, tree, before)), against, units,
     )
     # the tree's own header templates are not what the full tree's headers come from
     not_compiled = [n for n in report.not_compiled if n.path not in templates]
     return dataclasses.replace(report, templates_compiled=(), not_compiled=(*not_compiled, *own_templates))
+
+
+def headers_after(tree: Tree, plans: Sequence[Plan]) -> compile_check.Headers | None:
+    """The full tree's headers with PLANS applied (None: it cannot stand for TREE), as check regenerates them: before
+    writing, the run that check then finds in the build cache."""
+    try:
+        return compile_check.regenerate_headers(tree, _full_tree_inputs(tree, plans)[1])
+    except _CannotStandFor:
+        return None
+
+
+def _full_tree_inputs(tree: Tree, plans: Sequence[Plan]) -> list[CodegenInputs]:
+    """The wheel's codegen inputs with the ops bypassed in TREE before PLANS applied, then with PLANS' too."""
+    ops = {plan.op for plan in plans}
+    earlier = [_Step(j.op, j.mode == "guarded", j.capture, _yaml_before(j)) for j in journal.bypassed(tree) if j.op not in ops]
+    planned = [_Step(p.op, p.guarded, p.capture, _plan_yaml_before(tree, p)) for p in plans]
+    return _inputs_after(tree, [earlier, planned])
 
 
 class _CannotStandFor(Exception):

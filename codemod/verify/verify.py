@@ -18,7 +18,9 @@ and its group only (capture relies on the same), so that code is what it was.
 The autograd codegen runs in full: the foreach cascade is a cross-entry effect.
 
 All three run first on the bytes the bypass plans to write (codegen_ahead), before
-the first write: a result they refuse is never written. After writing, verify
+the first write: a result they refuse is never written. So does, in guarded mode, the
+compile of the unit that uses every guarded function (guarded_unit.py), whose record
+the compile after writing finds. After writing, verify
 looks each run up again by its inputs as they are on disk, and finds the same
 build-cache entries only if the tree holds exactly those bytes.
 """
@@ -39,7 +41,7 @@ from codemod.model import native_yaml
 from codemod.model.errors import VerificationFailed
 from codemod.model.tree import NATIVE_FUNCTIONS, Tree
 from codemod.plan.plan import Plan, combined_changes
-from codemod.verify import compile_check, overlay_compile
+from codemod.verify import compile_check, guarded_unit, overlay_compile
 
 # What verify says of the codegen runs it found in the build cache instead of running them.
 _PLANNED = "ran clean on the planned bytes before writing; the tree now holds exactly those bytes, not run again"
@@ -125,24 +127,27 @@ def _renamed_entries(generated: list, overloads: tuple[str, ...]) -> list[str]:
 
 
 def _compiled(tree: Tree, plans: tuple[Plan, ...], headers: compile_check.Headers) -> compile_check.CompileReport:
+    """The edited sources and the rewritten callers compiled, and a guarded op's unit that uses every guarded function."""
+    units = guarded_unit.units(plans)
     foreign = compile_check.foreign_torchgen(tree)
     if foreign is not None:  # the installed torch's headers are not what its code is generated for
         targets, templates = compile_check.targets_of(plans)
-        not_compiled = tuple(compile_check.NotCompiled(path, foreign) for path in [*(t.path for t in targets), *templates])
-        return compile_check.CompileReport((), (), (), not_compiled, 0.0)
+        paths = [*(t.path for t in targets), *templates, *(unit.path for unit in units)]
+        return compile_check.CompileReport((), (), (), tuple(compile_check.NotCompiled(path, foreign) for path in paths), 0.0)
     if compile_check.slim_tree(tree) is not None:  # its headers cannot replace the installed torch's
-        return overlay_compile.check(tree, plans)
+        return overlay_compile.check(tree, plans, units)
     before = {change.path: change.before for change in combined_changes(plans)}
     headers_before = functools.partial(compile_check.regenerate_headers, tree, compile_check.CodegenInputs.read(tree.root, before))
-    return compile_check.check(tree, headers, plans, compile_check.Before(before, headers_before))
+    return compile_check.check(tree, headers, plans, compile_check.Before(before, headers_before), units=units)
 
 
 @contextlib.contextmanager
-def codegen_ahead(tree: Tree, plans: Sequence[Plan], threads: int = 1) -> Iterator[Callable[[], Ahead]]:
+def codegen_ahead(tree: Tree, plans: Sequence[Plan], threads: int = 1, compile_units: bool = False) -> Iterator[Callable[[], Ahead]]:
     """Start verify's codegen runs on the bytes PLANS leave, on THREADS threads (one beside the harness's compile): the
     autograd codegen, torchgen on the op's entries (renamed), torchgen's headers of the whole yaml, in a scratch tree
-    of what the codegen reads (codegen.planned_tree). Yields the wait for their verdicts, which raises
-    VerificationFailed with the first refusal; leaving the block drops the runs not started."""
+    of what the codegen reads (codegen.planned_tree); with COMPILE_UNITS, then the compile of a guarded op's unit
+    (_units_ahead). Yields the wait for the codegen's verdicts, which raises VerificationFailed with the first refusal;
+    leaving the block waits for the runs started and drops the others."""
     planned = {change.path: change.after for change in combined_changes(plans)}
     overloads = tuple(name for plan in plans for name in plan.overloads)
     with codegen.planned_tree(tree, planned) as overlay, tempfile.TemporaryDirectory(prefix="codemod-ahead-") as scratch:
@@ -151,6 +156,8 @@ def codegen_ahead(tree: Tree, plans: Sequence[Plan], threads: int = 1) -> Iterat
             autograd = pool.submit(codegen.autograd, overlay, Path(scratch, "autograd"))
             entries = pool.submit(_entries_renamed, overlay, overloads, Path(scratch, "aten"))
             headers = pool.submit(compile_check.regenerate_headers, tree, compile_check.CodegenInputs.read(tree.root, planned))
+            if compile_units:
+                pool.submit(_units_ahead, tree, plans, headers)
 
             def verdicts() -> Ahead:  # the autograd codegen's first, as verify says it
                 verdict = functools.partial(_verdict, ops=" ".join(plan.op for plan in plans), overlay=overlay, tree=tree)
@@ -162,6 +169,17 @@ def codegen_ahead(tree: Tree, plans: Sequence[Plan], threads: int = 1) -> Iterat
             yield verdicts
         finally:
             pool.shutdown(cancel_futures=True)
+
+
+def _units_ahead(tree: Tree, plans: Sequence[Plan], headers: Future[compile_check.Headers]) -> None:
+    """The guarded unit of PLANS compiled before writing, against the headers verify compiles it against after (a slim
+    tree's: the full tree's with PLANS applied): verify finds its record, so the compile overlaps the harness's."""
+    units = guarded_unit.units(plans)
+    if not units:
+        return
+    regenerated = overlay_compile.headers_after(tree, plans) if compile_check.slim_tree(tree) is not None else headers.result()
+    if regenerated is not None:
+        compile_check.compile_ahead(tree, regenerated, units)
 
 
 def _verdict(run: Future[_Result], what: str, ops: str, overlay: Tree, tree: Tree) -> _Result:

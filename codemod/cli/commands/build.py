@@ -17,6 +17,7 @@ from codemod.model.tree import Tree, locate
 from codemod.verify import build as build_step
 from codemod.verify import bypass_ext, checkout, checks, extension
 from codemod.verify.captured import bypassed_or_current
+from codemod.verify.compiler import Built
 
 
 @click.command()
@@ -65,9 +66,11 @@ def build_and_check(
     if refusal is not None:  # before compiling anything
         raise refusal
     with progress.step(f"build: compile {op}'s {what}"), ThreadPoolExecutor(max_workers=1) as pool:
-        if check and not guarded:  # the OpInfo check's imports (torch: seconds) beside the compiler
-            pool.submit(importlib.import_module, "codemod.verify.opinfo_check")
-        built = guarded_ext.build(tree, op, capture) if guarded else build_step.build(tree, op, captured)
+        def importing_the_check() -> None:  # the OpInfo check's imports (torch: seconds) beside the compiler
+            if check and not guarded:
+                pool.submit(importlib.import_module, "codemod.verify.opinfo_check")
+
+        built = guarded_ext.build(tree, op, capture) if guarded else build_step.build(tree, op, captured, compiling=importing_the_check)
     how = "cache hit" if built.cached else "compiled"
     say(f"{op}: {how} in {built.seconds:.2f} s: {built.executable}")
     say(f"  source: {built.source}")
@@ -77,24 +80,48 @@ def build_and_check(
         say(f"  to build the bypassed checkout itself: cd {tree.root} && {checkout.CHECKOUT_BUILD}")
     if not check:
         return outcome
-    if built.cpp_checks:
-        checked = checks.run_checks(built.executable)
-        for line in checked.output.splitlines():
+    kept = checks.kept_verdicts(built, op)
+    verdicts = kept or _run_checks(tree, op, capture, built)
+    if verdicts["cpp_output"] is not None:
+        for line in verdicts["cpp_output"].splitlines():
             if show_checks or line.startswith("FAIL") or line.startswith("checks:"):
                 say(f"  {line}")
-        if not checked.ok:
-            raise VerificationFailed(f"{op}: the bypass disagrees with the dispatcher ({checked.failed} checks failed)")
-        outcome["cpp_checks"] = {"passed": checked.passed, "failed": checked.failed}
-    if built.module is None:
-        if not built.cpp_checks:
-            say(f"  {op}: the guarded bypass compiles; no C++ checks for this signature (its fast path calls libtorch's own at::cpu:: kernel)")
-        return outcome
-    from codemod.verify import opinfo_check  # imports torch (seconds): only when checking
-
-    compared = opinfo_check.check_op(tree, op, capture, extension.import_module(built.module))
-    say(f"  {compared.summary()}")
-    for failure in compared.failures[:10]:
-        say(f"  FAIL {failure}")
-    compared.require_ok()
-    outcome["torch_comparisons"] = {"by_overload": dict(compared.checked), "both_raise": compared.both_raise, "dtypes": compared.dtypes}
+        passed = sum(line.startswith("ok ") for line in verdicts["cpp_output"].splitlines())
+        outcome["cpp_checks"] = {"passed": passed, "failed": 0}
+    elif built.module is None:
+        say(f"  {op}: the guarded bypass compiles; no C++ checks for this signature (its fast path calls libtorch's own at::cpu:: kernel)")
+    if verdicts["torch_summary"] is not None:
+        say(f"  {verdicts['torch_summary']}")
+        outcome["torch_comparisons"] = verdicts["torch_comparisons"]
+    if kept is not None:
+        say("  these checks passed before on the same build, samples and torch (build cache), not run again")
+    elif any(verdict is not None for verdict in verdicts.values()):
+        checks.keep_verdicts(built, op, verdicts)
+    outcome["checks_kept"] = kept is not None
     return outcome
+
+
+def _run_checks(tree: Tree, op: str, capture: Capture, built: Built) -> checks.Verdicts:
+    """Run BUILT's C++ checks and, where it binds the bypass, the comparisons with torch; VerificationFailed on the
+    first that disagrees, naming it."""
+    cpp_output = torch_summary = torch_comparisons = None
+    if built.cpp_checks:
+        checked = checks.run_checks(built.executable)
+        cpp_output = checked.output
+        if not checked.ok:
+            for line in checked.output.splitlines():
+                if line.startswith("FAIL") or line.startswith("checks:"):
+                    say(f"  {line}")
+            raise VerificationFailed(f"{op}: the bypass disagrees with the dispatcher ({checked.failed} checks failed)")
+    if built.module is not None:
+        from codemod.verify import opinfo_check  # imports torch (seconds): only when checking
+
+        compared = opinfo_check.check_op(tree, op, capture, extension.import_module(built.module))
+        if not compared.ok:
+            say(f"  {compared.summary()}")
+            for failure in compared.failures[:10]:
+                say(f"  FAIL {failure}")
+            compared.require_ok()
+        torch_summary = compared.summary()
+        torch_comparisons = {"by_overload": dict(compared.checked), "both_raise": compared.both_raise, "dtypes": compared.dtypes}
+    return {"cpp_output": cpp_output, "torch_summary": torch_summary, "torch_comparisons": torch_comparisons}

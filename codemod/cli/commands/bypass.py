@@ -85,7 +85,9 @@ def bypass(
                     compile_check.preflight(tree, plans)
                 building = not (dry_run or check or no_verify or no_build)
                 # the codegen's verdicts on the planned bytes, on the core the build or the fixed point leaves free
-                with codegen_ahead(tree, plans, threads=1 if building or check else 2) if not no_verify else contextlib.nullcontext() as verdicts:
+                compile_units = not (dry_run or check or no_compile)  # the guarded unit verify compiles after writing
+                ahead_runs = codegen_ahead(tree, plans, threads=1 if building or check else 2, compile_units=compile_units)
+                with ahead_runs if not no_verify else contextlib.nullcontext() as verdicts:
                     if check:
                         _check_fixed_point(tree, plans[0])
                     if building:  # before writing: a bypass that does not compile is not applied

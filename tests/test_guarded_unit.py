@@ -1,0 +1,56 @@
+"""Issue 27 §2: in guarded mode the header's fast path is compiled in the tree, as a file of a build compiles it: a
+translation unit that includes the regenerated headers and uses every guarded function (guarded_unit.py), beside the
+harness's own copy. Real torchgen regenerates the headers, real g++ compiles the unit."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from codemod.apply import journal
+from codemod.capture.fromtorch import write_tree_from_torch
+from codemod.model.errors import VerificationFailed
+from codemod.model.tree import TEMPLATES, locate
+from codemod.plan.plan import make_plan
+from codemod.verify import guarded_unit
+from codemod.verify.verify import verify
+from tests.conftest import TARGET_TREE, run_codemod
+
+# mul: (self, other); add: a Scalar alpha besides, which every function and method passes on
+SIGNATURES = {"mul": "const at::Tensor & self, const at::Tensor & other", "add": "const at::Tensor & self, const at::Tensor & other, const at::Scalar & alpha"}
+
+
+@pytest.mark.parametrize("op", sorted(SIGNATURES))
+def test_the_unit_using_every_guarded_function_compiles_in_the_tree(tree: Path, op: str) -> None:
+    (unit,) = guarded_unit.units([make_plan(locate(tree), op, guarded=True)])
+    text = unit.text.decode()
+    assert f"decltype(auto) {op}_0({SIGNATURES[op]}) {{" in text  # the parameters of the op's own declaration
+    arguments = SIGNATURES[op].replace("const at::Tensor & ", "").replace("const at::Scalar & ", "").replace("self, ", "")
+    assert f"return self.{op}_({arguments});" in text and "bump_versions(*keys, self);" in text  # the in-place method
+
+    run = run_codemod("bypass", op, "--tree", str(tree), "--guarded", "--no-build")
+    assert run.returncode == 0, run.stderr
+    used = f"at::{op}, at::{op}_out, at::{op}_outf, Tensor::{op}, Tensor::{op}_"
+    (verified,) = [line for line in run.stderr.splitlines() if line.startswith("verified: g++")]
+    assert f"compiles {guarded_unit.PATH} (generated, not written to the tree: includes the regenerated ATen/Functions.h and calls {used}, each through its guard)" in verified
+    assert guarded_unit.PATH not in "".join(line for line in run.stderr.splitlines() if line.startswith("not compiled:"))
+    assert not tree.joinpath(guarded_unit.PATH).exists()
+
+
+def test_a_fast_path_that_does_not_compile_in_the_tree_fails_verification_with_gxxs_reason(tmp_path: Path) -> None:
+    """The written guard broken where only its use compiles it (a member of the template's parameter pack): the unit
+    instantiates it as the guarded definitions do, and g++'s reason is said at the unit."""
+    write_tree_from_torch(tmp_path / "tree", TARGET_TREE)
+    tree = locate(tmp_path / "tree")
+    plan = make_plan(tree, "mul", guarded=True)
+    journal.apply(tree, [plan])
+    header = tree.path(f"{TEMPLATES}/Functions.h")
+    written = header.read_text()
+    assert "tensors.key_set()" in written
+    header.write_text(written.replace("tensors.key_set()", "tensors.codemod_broken_key_set()"))
+    with pytest.raises(VerificationFailed) as failed:
+        verify(tree, plan)
+    assert failed.value.exit_code == 1
+    message = str(failed.value)
+    assert f"{guarded_unit.PATH} (generated, not written to the tree:" in message
+    assert "error: " in message and "codemod_broken_key_set" in message and "has no member named" in message
