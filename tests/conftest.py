@@ -120,16 +120,38 @@ def bypassed_full_tree(tmp_path_factory: pytest.TempPathFactory, target_tree: Pa
 FULL_TREE_FILES = ("tests/test_real_tree.py", "tests/test_macro_kernels.py")
 
 
+SUITE_COST = REPO / "benchmarks/results/suite_cost.json"  # benchmarks/suite_cost.py's last record
+
+
+def _scope(nodeid: str) -> str:
+    """What runs whole on one worker: a test file, or the files of FULL_TREE_FILES together."""
+    path = nodeid.split("::", 1)[0]
+    return FULL_TREE_FILES[0] if path in FULL_TREE_FILES else path
+
+
 def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
-    """Each test file on one worker (its module fixtures are built once), the files of FULL_TREE_FILES together."""
+    """Each test file on one worker (its module fixtures are built once), the files of FULL_TREE_FILES together; in
+    the order the workers collected them (pytest_collection_modifyitems: costliest first), not by number of tests."""
     from xdist.scheduler import LoadScopeScheduling
 
     class ByFile(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
-            path = nodeid.split("::", 1)[0]
-            return FULL_TREE_FILES[0] if path in FULL_TREE_FILES else path
+            return _scope(nodeid)
 
+    config.option.loadscopereorder = False
     return ByFile(config, log)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """On xdist's workers: the files in the order of their seconds in the suite's last recorded run, costliest first,
+    so that the long ones start first and the short ones fill in at the end (a file not recorded goes first)."""
+    if not hasattr(config, "workerinput"):
+        return
+    recorded = json.loads(SUITE_COST.read_text())["files"] if SUITE_COST.is_file() else []
+    seconds: dict[str, float] = {}
+    for file in recorded:
+        seconds[_scope(file["file"])] = seconds.get(_scope(file["file"]), 0.0) + file["seconds"]
+    items.sort(key=lambda item: -seconds.get(_scope(item.nodeid), float("inf")))  # stable: a file's tests keep their order
 
 
 def pytest_configure(config: pytest.Config) -> None:
