@@ -23,9 +23,14 @@ class CheckResult:
 def run_checks(executable: Path) -> CheckResult:
     result = subprocess.run([str(executable), "check"], capture_output=True, text=True)
     output = result.stdout + result.stderr
-    passed = sum(line.startswith("ok ") for line in output.splitlines())
-    failed = sum(line.startswith("FAIL ") for line in output.splitlines())
+    passed, failed = tally(output)
     return CheckResult(result.returncode == 0 and failed == 0 and passed > 0, passed, failed, output)
+
+
+def tally(output: str) -> tuple[int, int]:
+    """The checks the harness's OUTPUT says passed, and failed."""
+    lines = output.splitlines()
+    return sum(line.startswith("ok ") for line in lines), sum(line.startswith("FAIL ") for line in lines)
 
 
 def run_json_lines(command: list[str]) -> list[dict]:

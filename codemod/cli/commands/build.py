@@ -67,7 +67,7 @@ def build_and_check(
         raise refusal
     with progress.step(f"build: compile {op}'s {what}"), ThreadPoolExecutor(max_workers=1) as pool:
         def importing_the_check() -> None:  # the OpInfo check's imports (torch: seconds) beside the compiler
-            if check and not guarded:
+            if check:
                 pool.submit(importlib.import_module, "codemod.verify.opinfo_check")
 
         built = guarded_ext.build(tree, op, capture) if guarded else build_step.build(tree, op, captured, compiling=importing_the_check)
@@ -81,13 +81,11 @@ def build_and_check(
     if not check:
         return outcome
     kept = checks.kept_verdicts(built, op)
-    verdicts = kept or _run_checks(tree, op, capture, built)
+    verdicts = kept or _run_checks(tree, op, capture, built, show_checks)
     if verdicts["cpp_output"] is not None:
-        for line in verdicts["cpp_output"].splitlines():
-            if show_checks or line.startswith("FAIL") or line.startswith("checks:"):
-                say(f"  {line}")
-        passed = sum(line.startswith("ok ") for line in verdicts["cpp_output"].splitlines())
-        outcome["cpp_checks"] = {"passed": passed, "failed": 0}
+        _say_cpp_checks(verdicts["cpp_output"], show_checks)
+        passed, failed = checks.tally(verdicts["cpp_output"])
+        outcome["cpp_checks"] = {"passed": passed, "failed": failed}
     elif built.module is None:
         say(f"  {op}: the guarded bypass compiles; no C++ checks for this signature (its fast path calls libtorch's own at::cpu:: kernel)")
     if verdicts["torch_summary"] is not None:
@@ -101,17 +99,22 @@ def build_and_check(
     return outcome
 
 
-def _run_checks(tree: Tree, op: str, capture: Capture, built: Built) -> checks.Verdicts:
+def _say_cpp_checks(output: str, show_checks: bool) -> None:
+    """The harness's checks as it printed them: the failures and the count, or with SHOW_CHECKS every one."""
+    for line in output.splitlines():
+        if show_checks or line.startswith("FAIL") or line.startswith("checks:"):
+            say(f"  {line}")
+
+
+def _run_checks(tree: Tree, op: str, capture: Capture, built: Built, show_checks: bool) -> checks.Verdicts:
     """Run BUILT's C++ checks and, where it binds the bypass, the comparisons with torch; VerificationFailed on the
-    first that disagrees, naming it."""
+    first that disagrees, naming it, after what it printed."""
     cpp_output = torch_summary = torch_comparisons = None
     if built.cpp_checks:
         checked = checks.run_checks(built.executable)
         cpp_output = checked.output
         if not checked.ok:
-            for line in checked.output.splitlines():
-                if line.startswith("FAIL") or line.startswith("checks:"):
-                    say(f"  {line}")
+            _say_cpp_checks(checked.output, show_checks)
             raise VerificationFailed(f"{op}: the bypass disagrees with the dispatcher ({checked.failed} checks failed)")
     if built.module is not None:
         from codemod.verify import opinfo_check  # imports torch (seconds): only when checking
