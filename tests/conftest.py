@@ -8,12 +8,14 @@ from __future__ import annotations
 import atexit
 import errno
 import json
+import math
 import os
 import shutil
 import subprocess
 import sys
 import tempfile
 import time
+from collections import Counter
 from pathlib import Path
 
 import jsonschema
@@ -123,9 +125,13 @@ FULL_TREE_FILES = ("tests/test_real_tree.py", "tests/test_macro_kernels.py")
 SUITE_COST = REPO / "benchmarks/results/suite_cost.json"  # benchmarks/suite_cost.py's last record
 
 
+def _file_of(nodeid: str) -> str:
+    return nodeid.split("::", 1)[0]
+
+
 def _scope(nodeid: str) -> str:
     """What runs whole on one worker: a test file, or the files of FULL_TREE_FILES together."""
-    path = nodeid.split("::", 1)[0]
+    path = _file_of(nodeid)
     return FULL_TREE_FILES[0] if path in FULL_TREE_FILES else path
 
 
@@ -148,10 +154,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if not hasattr(config, "workerinput"):
         return
     recorded = json.loads(SUITE_COST.read_text())["files"] if SUITE_COST.is_file() else []
-    seconds: dict[str, float] = {}
+    seconds: Counter[str] = Counter()
     for file in recorded:
-        seconds[_scope(file["file"])] = seconds.get(_scope(file["file"]), 0.0) + file["seconds"]
-    items.sort(key=lambda item: -seconds.get(_scope(item.nodeid), float("inf")))  # stable: a file's tests keep their order
+        seconds[_scope(file["file"])] += file["seconds"]
+    items.sort(key=lambda item: -seconds.get(_scope(item.nodeid), math.inf))  # stable: a file's tests keep their order
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -165,21 +171,19 @@ class FileProgress:
 
     def __init__(self, config: pytest.Config) -> None:
         self.config = config
-        self.left: dict[str, int] = {}
+        self.left: Counter[str] = Counter()  # by file: the tests not yet torn down
         self.outcomes: dict[str, dict[str, str]] = {}
-        self.seconds: dict[str, float] = {}
+        self.seconds: Counter[str] = Counter()
         self.files = 0
 
     def pytest_xdist_node_collection_finished(self, node: object, ids: list[str]) -> None:
         if not self.left:  # every worker collects the same tests
-            for nodeid in ids:
-                path = nodeid.split("::", 1)[0]
-                self.left[path] = self.left.get(path, 0) + 1
+            self.left.update(map(_file_of, ids))
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        path = report.nodeid.split("::", 1)[0]
+        path = _file_of(report.nodeid)
         outcomes = self.outcomes.setdefault(path, {})
-        self.seconds[path] = self.seconds.get(path, 0.0) + report.duration
+        self.seconds[path] += report.duration
         if report.failed:
             outcomes[report.nodeid] = "error" if report.when != "call" else "failed"
         elif report.when == "call" or report.skipped:
@@ -188,10 +192,7 @@ class FileProgress:
             self.left[path] -= 1
             if self.left[path] == 0:
                 self.files += 1
-                counts: dict[str, int] = {}
-                for outcome in outcomes.values():
-                    counts[outcome] = counts.get(outcome, 0) + 1
-                said = ", ".join(f"{n} {outcome}" for outcome, n in sorted(counts.items()))
+                said = ", ".join(f"{n} {outcome}" for outcome, n in sorted(Counter(outcomes.values()).items()))
                 reporter = self.config.pluginmanager.get_plugin("terminalreporter")
                 if reporter._tw.width_of_current_line:  # after the workers' dots: on a line of its own
                     reporter._tw.line()
