@@ -263,7 +263,8 @@ def test_cli_build_and_bench_json(built: compiler.Built, target_tree: Path) -> N
 
 def test_checks_a_build_passed_are_kept_by_its_key_and_said_so(built: compiler.Built, cache: Path, target_tree: Path) -> None:
     """The checks that passed on a build are not run again on the same build (its compile's key), torch and our code:
-    their verdicts are reprinted, said to be kept; a truncated record is not trusted: they run again."""
+    their verdicts are reprinted, said to be kept; a truncated record, or a FIFO in its place, is not trusted (nor
+    waited on): they run again."""
     shutil.rmtree(cache / "checks", ignore_errors=True)
     runs = []
     for _ in range(2):
@@ -283,6 +284,12 @@ def test_checks_a_build_passed_are_kept_by_its_key_and_said_so(built: compiler.B
     again = run_codemod("build", "mul", "--tree", str(target_tree), "--json")
     assert again.returncode == 0 and not json.loads(again.stdout)["checks_kept"], again.stderr
     assert json.loads(record.read_text())["torch_comparisons"] == first["torch_comparisons"]  # kept whole again
+    record.unlink()
+    os.mkfifo(record)  # not a file to read: a read would wait for a writer forever
+    fifo = subprocess.run([sys.executable, "-m", "codemod", "build", "mul", "--tree", str(target_tree), "--json"],
+                          capture_output=True, text=True, cwd=REPO, timeout=300)
+    assert fifo.returncode == 0 and not json.loads(fifo.stdout)["checks_kept"], fifo.stderr
+    assert record.is_file() and json.loads(record.read_text())["torch_comparisons"] == first["torch_comparisons"]
 
 
 def test_cli_build_on_a_checkout_prints_how_to_build_the_checkout(built: compiler.Built, tree: Path) -> None:

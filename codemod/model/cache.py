@@ -17,6 +17,7 @@ import hashlib
 import json
 import os
 import shutil
+import stat
 import sys
 import tempfile
 import threading
@@ -118,9 +119,13 @@ def manifest(directory: Path, leaving: str) -> dict[str, str]:
 def kept_json(path: Path, shape: object) -> Any | None:
     """The JSON document the cache's file PATH holds, when it is whole and of SHAPE (a type hint, json_file.matches);
     else None, and the caller makes it again and publishes it over this one: a missing, truncated or corrupt entry is
-    never trusted, never a crash."""
+    never trusted, never a crash. Nor a hang: what is not a regular file there (a FIFO would block the read forever, a
+    device never end it) counts as corrupt, told without reading it."""
     try:
-        document = json.loads(path.read_bytes())
+        with open(os.open(path, os.O_RDONLY | os.O_NONBLOCK), "rb") as file:  # a FIFO's open does not wait for a writer
+            if not stat.S_ISREG(os.fstat(file.fileno()).st_mode):
+                return None
+            document = json.loads(file.read())
     except (OSError, ValueError, RecursionError):
         return None
     return document if json_file.matches(document, shape) else None
