@@ -81,8 +81,10 @@ at::Tensor use_bypassed_api(const at::Tensor& a, const at::Tensor& b, at::Tensor
   return dispatched(t.div(u), d).add(c);
 }
 """
-# The sources the macro ops' bypasses edit, compiled as the lab builds (no per-operator headers).
+# The sources the macro ops' bypasses edit, compiled as the lab builds (no per-operator headers): a sample of them
+# each session (about 15 s of g++ each; every one under --sample-all, as benchmarks/exhaustive.py runs it).
 MACRO_UNITS = tuple(sorted({name for names in MACRO_OPS.values() for name in names}))
+COMPILED_MACRO_UNITS = tuple(sampling.draw(MACRO_UNITS, 3))
 
 
 @dataclass
@@ -215,7 +217,7 @@ def build(base: Path, native_sources: Path) -> BypassedFullTree:
         # capability and includes the tree's own ATen/native/ufunc/add.h
         **{Path(rel).name: (dest / rel, "-DCPU_CAPABILITY=DEFAULT", "-DCPU_CAPABILITY_DEFAULT", f"-idirafter{dest / 'aten/src'}")
            for rel in UFUNC_SOURCES},
-        **{name: (dest / NATIVE_SOURCES / name,) for name in MACRO_UNITS},
+        **{name: (dest / NATIVE_SOURCES / name,) for name in COMPILED_MACRO_UNITS},
     }
     with ThreadPoolExecutor(max_workers=os.cpu_count() or 2) as pool:
         futures = {name: pool.submit(_compile, include, *job) for name, job in jobs.items()}

@@ -314,16 +314,18 @@ def test_several_ops_in_one_command_one_transaction(tmp_path: Path) -> None:
 
 
 def test_a_small_stack_with_full_verification(tree: Path) -> None:
-    """Plain mul and guarded sub bypassed with every check (compile against libtorch, the tree's codegen, once for
-    both ops), then reverted in the other order: byte-identical."""
+    """The README's main job (plain mul), plain div and atan2 in one command (the tree's codegen once for both ops) and
+    guarded sub, each verified in full (compile against libtorch, the tree's codegen, the compile check), then reverted
+    in another order: byte-identical. The first two are what test_slim_compile.py verifies: the build cache shares them."""
     expected = state(tree)
-    plain = run_codemod("bypass", "mul", "div", "--tree", str(tree))
-    assert plain.returncode == 0, plain.stderr
+    for ops in (("mul",), ("div", "atan2")):
+        plain = run_codemod("bypass", *ops, "--tree", str(tree))
+        assert plain.returncode == 0, plain.stderr
     assert plain.stderr.count("verified: autograd codegen ran clean") == 1
-    assert "at::__dispatch_mul" in plain.stderr and "at::__dispatch_div" in plain.stderr
+    assert "at::__dispatch_div" in plain.stderr and "at::__dispatch_atan2" in plain.stderr
     guarded = run_codemod("bypass", "sub", "--guarded", "--tree", str(tree))
     assert guarded.returncode == 0, guarded.stderr
-    for op in ("mul", "sub", "div"):
+    for op in ("mul", "sub", "atan2", "div"):
         result = run_codemod("revert", op, "--tree", str(tree))
         assert result.returncode == 0, result.stderr
     assert state(tree) == expected

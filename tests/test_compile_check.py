@@ -213,8 +213,9 @@ def test_a_plan_whose_edit_does_not_compile_fails_at_the_trees_file_and_line(
 def test_the_regenerated_headers_precompiled_change_no_verdict(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     """In an empty build cache, with a PCH made for two users or more, the files of a bypass that read the regenerated
     Functions.h alike with it as without it load one PCH of it, made once; VariableTypeManual.cpp, which reads c10's OptionalRef.h before the assert macro
-    that header uses is defined (so with the PCH it would read the macro expanded), is refused it. Compiled again in
-    another empty cache without that PCH (a header no file reads in its place), every verdict is the same."""
+    that header uses is defined (so with the PCH it would read the macro expanded), is refused it. Compiled again without
+    that PCH (a header no file reads in its place), in a cache holding only the records of the compiles that loaded none
+    (the same command again: g++ is not run twice on them), every verdict is the same."""
     located = locate(full_tree(tmp_path, {}))
     plan = make_plan(located, "mul")
     journal.apply(located, [plan])
@@ -235,11 +236,22 @@ def test_the_regenerated_headers_precompiled_change_no_verdict(tmp_path: Path, m
     assert {located.path(BINARY_OPS).as_posix(), located.path("aten/src/ATen/native/BlasScale.cpp").as_posix()} <= loading
     assert not any(path.endswith("VariableTypeManual.cpp") for path in loading)
     assert sum(line.startswith("precompile generated_pch.h") for line in said) == 1
+    records = {record: json.loads(record.read_text()) for record in (tmp_path / "with" / "syntax").glob("*.json")}
+    precompiled = [kept for kept in records.values() if kept.get("precompiled")]
+    # what the PCH read is what they read (g++'s -MD names none of it): a change there is a change of their inputs
+    assert len(precompiled) == len(loading)
+    assert all(any(path.endswith("/c10/core/TensorImpl.h") for path in kept["outside_tree"]) for kept in precompiled)
+    (tmp_path / "without" / "syntax").mkdir(parents=True)
+    for record, kept in records.items():
+        if not kept.get("precompiled"):
+            shutil.copy(record, tmp_path / "without" / "syntax" / record.name)
     reads_nothing = tmp_path / "reads_nothing.h"
     reads_nothing.write_text("#include <codemod_no_file_reads_this.h>\n")
     monkeypatch.setattr(compile_check, "GENERATED_PCH", reads_nothing)
     without_pch, said = compile_check_in("without")
     assert not any(line.startswith("precompile reads_nothing.h") for line in said)
+    compiled_again = {line.rsplit(" ", 1)[1] for line in said if line.startswith("$ ") and " -fsyntax-only " in line}
+    assert compiled_again == loading  # those that loaded the PCH, compiled now without it
     same = ("compiled", "templates_compiled", "not_compiled", "through", "per_operator")
     assert [getattr(with_pch, name) for name in same] == [getattr(without_pch, name) for name in same]
     assert set(with_pch.compiled) == {BINARY_OPS, "aten/src/ATen/native/BlasScale.cpp", STATIC_RUNTIME, "torch/csrc/autograd/VariableTypeManual.cpp"}

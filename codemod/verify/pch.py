@@ -36,8 +36,9 @@ _INCLUDE_DIR_OPTIONS = ("-I", "-iquote", "-isystem", "-idirafter")
 # Flags that say what to produce or where to write dependencies, not how to read the source.
 _OUTPUT_OPTIONS = ("-c", "-fsyntax-only", "-E", "-MD", "-MMD")
 _OPTIONS_WITH_PATH = ("-MF", "-MT", "-MQ", "-o")
-# With the -include of a PCH's header (g++ looks for NAME.gch beside it first): a refused PCH is an error, and a
-# dependency file (-MD) still lists every header the PCH holds.
+# With the -include of a PCH's header (g++ looks for NAME.gch beside it first): a refused PCH is an error. -fpch-deps
+# asks the dependency file (-MD) to list the headers the PCH holds, which g++ 12 does not do: a caller that records
+# what a compile read adds them (files_read of the PCH's header).
 USE_FLAGS = ("-Winvalid-pch", "-Werror=invalid-pch", "-fpch-deps")
 # The preprocessor's line markers: `# LINE "FILE" FLAGS`, before the lines that come from FILE from LINE on.
 LINE_MARKER = re.compile(r'^# (?P<line>\d+) "(?P<file>(?:\\.|[^"\\])*)"(?P<flags>[ \d]*)$')
