@@ -29,7 +29,8 @@ def test_guarded_bypass_adds_the_key_keeps_the_kernels_and_reverts(tree: Path, o
     assert "no caller needs rewriting" in run.stderr
     after = snapshot(tree)
     assert {path for path in after if after[path] != pristine.get(path)} == {
-        NATIVE_FUNCTIONS, *(f"aten/src/ATen/templates/{name}" for name in ("Functions.h", "Functions.cpp", "TensorBody.h", "TensorMethods.cpp"))
+        NATIVE_FUNCTIONS,
+        *(f"aten/src/ATen/templates/{name}" for name in ("Functions.h", "Functions.cpp", "TensorBody.h", "TensorMethods.cpp", "RedispatchFunctions.h")),
     } | {".codemod/" + op + ".json", ".codemod/.gitignore"}
     assert all(after[path] == pristine[path] for path in GENERATED_ELSEWHERE)
 
@@ -47,6 +48,9 @@ def test_guarded_bypass_adds_the_key_keeps_the_kernels_and_reverts(tree: Path, o
     functions_cpp = after["aten/src/ATen/templates/Functions.cpp"].decode()
     assert f"if (auto keys = detail::codemod_guarded_{op}::cpu_fast_path(" in functions_cpp
     assert f"return at::cpu::{op}(self, other" in functions_cpp and f"at::_ops::{op}_Tensor::call(self, other" in functions_cpp
+    # at::redispatch::OP, which torchgen now names __dispatch_OP, written again as generated (VariableType calls it)
+    redispatch = after["aten/src/ATen/templates/RedispatchFunctions.h"].decode()
+    assert f"  return at::_ops::{op}_Tensor::redispatch(dispatchKeySet, self, other" in redispatch
 
     reverted = run_codemod("revert", op, "--tree", str(tree))
     assert reverted.returncode == 0, reverted.stderr

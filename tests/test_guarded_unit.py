@@ -9,8 +9,9 @@ import pytest
 
 from codemod.apply import journal
 from codemod.capture.fromtorch import write_tree_from_torch
+from codemod.model import native_yaml
 from codemod.model.errors import VerificationFailed
-from codemod.model.tree import TEMPLATES, locate
+from codemod.model.tree import NATIVE_FUNCTIONS, TEMPLATES, locate
 from codemod.plan.plan import make_plan
 from codemod.verify import guarded_unit
 from codemod.verify.verify import verify
@@ -28,11 +29,22 @@ def test_the_unit_using_every_guarded_function_compiles_in_the_tree(tree: Path, 
     arguments = SIGNATURES[op].replace("const at::Tensor & ", "").replace("const at::Scalar & ", "").replace("self, ", "")
     assert f"return self.{op}_({arguments});" in text and "bump_versions(*keys, self);" in text  # the in-place method
 
+    # what the autograd codegen's VariableType kernels of the op call (torchgen renames them __dispatch_ in guarded mode),
+    # called in the unit as they call it: the key set, then the arguments in the order torchgen generated them
+    redispatched = _redispatched_by_variable_type(tree, op)
+    assert redispatched == {op, f"{op}_", f"{op}_outf"}
+    for name in redispatched:
+        assert f"  return at::redispatch::{name}(dispatchKeySet, " in text
+
     run = run_codemod("bypass", op, "--tree", str(tree), "--guarded", "--no-build")
     assert run.returncode == 0, run.stderr
     used = f"at::{op}, at::{op}_out, at::{op}_outf, Tensor::{op}, Tensor::{op}_"
+    renamed = f"at::redispatch::{op}, at::redispatch::{op}_, at::redispatch::{op}_out, at::redispatch::{op}_outf"
     (verified,) = [line for line in run.stderr.splitlines() if line.startswith("verified: g++")]
-    assert f"compiles {guarded_unit.PATH} (generated, not written to the tree: includes the regenerated ATen/Functions.h and calls {used}, each through its guard)" in verified
+    assert (
+        f"compiles {guarded_unit.PATH} (generated, not written to the tree: includes the regenerated ATen/Functions.h and calls {used}, each "
+        f"through its guard; includes ATen/RedispatchFunctions.h and calls {renamed}, as generated code calls them)"
+    ) in verified
     assert guarded_unit.PATH not in "".join(line for line in run.stderr.splitlines() if line.startswith("not compiled:"))
     assert not tree.joinpath(guarded_unit.PATH).exists()
 
@@ -54,3 +66,14 @@ def test_a_fast_path_that_does_not_compile_in_the_tree_fails_verification_with_g
     message = str(failed.value)
     assert f"{guarded_unit.PATH} (generated, not written to the tree:" in message
     assert "error: " in message and "codemod_broken_key_set" in message and "has no member named" in message
+
+
+def _redispatched_by_variable_type(tree: Path, op: str) -> set[str]:
+    """The at::redispatch:: names the autograd codegen's kernels of OP call: torchgen's own C++ name of each overload,
+    as gen_variable_type's emit_dispatch_call takes it (the faithful `_outf` of an out overload)."""
+    from torchgen.api import cpp
+    from torchgen.model import FunctionSchema
+
+    doc = native_yaml.load(NATIVE_FUNCTIONS, tree.joinpath(NATIVE_FUNCTIONS).read_text())
+    schemas = [FunctionSchema.parse(m.values["func"]) for g in native_yaml.op_groups(doc, op) for m in g.members]
+    return {cpp.name(s, faithful_name_for_out_overloads=True, symint_overload=s.has_symint()) for s in schemas}

@@ -98,7 +98,7 @@ def test_guarded_bypass_is_compiled_and_checked_before_it_is_applied_then_benche
     bypassed = run_codemod("bypass", "mul", "--tree", str(tree), "--guarded", "--no-compile")
     assert bypassed.returncode == 0, bypassed.stderr
     gate = bypassed.stderr.index("checks: 70 passed, 0 failed")
-    assert "build: compile mul's guarded bypass" in bypassed.stderr[:gate] and gate < bypassed.stderr.index("changed 5 files")
+    assert "build: compile mul's guarded bypass" in bypassed.stderr[:gate] and gate < bypassed.stderr.index("changed 6 files")
     status = run_codemod("status", "--tree", str(tree), "--json")
     OUTPUT_SCHEMA.validate(json.loads(status.stdout))
     assert [(b["op"], b["mode"]) for b in json.loads(status.stdout)["bypassed"]] == [("mul", "guarded")]

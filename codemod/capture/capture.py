@@ -29,6 +29,10 @@ if TYPE_CHECKING:
     from codemod.model.native_yaml import NativeYaml, OpGroup
 
 _OPS_CALL = re.compile(r"at::_ops::(\w+)::call")
+_OPS_ENTRY = re.compile(r"at::_ops::(\w+)::(?:call|redispatch)\b")
+# Generated headers whose definitions in a namespace inside `at` (at::redispatch::, at::symint::) torchgen renames
+# `__dispatch_` for a manual_cpp_binding entry, as it renames at::mul and Tensor::mul
+_RENAMED_INSIDE_AT = ("Functions.h", "RedispatchFunctions.h")
 _M_IMPL = re.compile(r'm\.impl\("([\w.]+)",\s*TORCH_FN\((\w+)\)\)')
 _NATIVE_BASE = re.compile(r"public at::native::(structured_\w+)")
 # Headers declaring every op; a native source may not include them (TORCH_ASSERT_ONLY_METHOD_OPERATORS).
@@ -96,6 +100,10 @@ class Capture:
     # overload -> {parameter_key: expression}: the parameters torchgen converts when it calls the kernel after the
     # bypass (SymInt to int64_t), and how; a journal written before this was captured reads as none
     native_conversions: dict[str, dict[str, str]] = field(default_factory=dict)
+    # the op's definitions in a namespace inside `at` that torchgen renames once the entries are manual_cpp_binding
+    # (at::redispatch::mul becomes at::redispatch::__dispatch_mul; generated code, VariableType's kernels, still calls
+    # at::redispatch::mul): each named `at::redispatch::mul`, as generated; a guarded bypass writes them again
+    renamed_inside_at: tuple[Snippet, ...] = ()
 
     def to_json(self) -> str:
         # in capture order: the dicts (wrappers by overload) are in the order torchgen registered them, which is
@@ -111,8 +119,8 @@ class Capture:
         """The Capture of a JSON document of to_json's shape."""
         for key in ("functions", "methods"):
             raw[key] = tuple(ApiFunction(**item) for item in raw[key])
-        for key in ("meta_structs", "native_structs", "cpu_helpers", "cpu_scaffolding", "ufunc_sources"):
-            raw[key] = tuple(Snippet(**item) for item in raw[key])
+        for key in ("meta_structs", "native_structs", "cpu_helpers", "cpu_scaffolding", "ufunc_sources", "renamed_inside_at"):
+            raw[key] = tuple(Snippet(**item) for item in raw.get(key, ()))
         for key in ("overloads", "other_native_structs", "cpu_functions", "redispatch_functions", "cpu_includes", "ufunc_structs"):
             raw[key] = tuple(raw[key])
         return cls(**raw)
@@ -189,6 +197,7 @@ def _captured(tree: Tree, op: str, before_yaml: str, after_yaml: str, overloads:
             ufunc_sources=tuple(Snippet(p.name, p.read_text(), p.name) for p in _ufunc_files(before, "CPU", native_structs)),
             ufunc_structs=ufunc_structs,
             native_conversions={overload: conversions for overload, (_, conversions) in native_calls.items() if conversions},
+            renamed_inside_at=_renamed_inside_at(before, after, ops_names),
         )
 
 
@@ -359,6 +368,24 @@ def _reachable(texts: list[str], candidates: dict[str, str]) -> set[str]:
 def _registrations(path: Path, overloads: Sequence[str]) -> dict[str, str]:
     """overload -> the function registered for it, for these overloads."""
     return {overload: wrapper for overload, wrapper in _M_IMPL.findall(path.read_text()) if overload in overloads}
+
+
+def _renamed_inside_at(before: Path, after: Path, ops_names: dict[str, str]) -> tuple[Snippet, ...]:
+    """The op's definitions in a namespace inside `at` (BEFORE's output) whose name AFTER's generates `__dispatch_`."""
+    found = []
+    for name in _RENAMED_INSIDE_AT:
+        src = _source(before / name)
+        renamed = _words((after / name).read_text())
+        for node in cpp_syntax.walk(src.root):
+            scope = cpp_syntax.namespaces(node) if node.type == "function_definition" else ()
+            if len(scope) < 2 or scope[0] != "at":
+                continue
+            function = cpp_syntax.definition_name(node)
+            entry = _OPS_ENTRY.search(text(node))
+            if isinstance(function, str) and entry and entry.group(1) in ops_names and f"__dispatch_{function}" in renamed:
+                whole = node.parent if node.parent.type == "template_declaration" else node
+                found.append(Snippet("::".join((*scope, function)), src.text(whole), name))
+    return tuple(found)
 
 
 def _names_in_namespace(path: Path, namespace: tuple[str, ...], uses: set[str]) -> tuple[str, ...]:

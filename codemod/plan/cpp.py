@@ -29,9 +29,11 @@ FUNCTIONS_H = f"{TEMPLATES}/Functions.h"
 FUNCTIONS_CPP = f"{TEMPLATES}/Functions.cpp"
 TENSOR_BODY_H = f"{TEMPLATES}/TensorBody.h"
 TENSOR_METHODS_CPP = f"{TEMPLATES}/TensorMethods.cpp"
+REDISPATCH_FUNCTIONS_H = f"{TEMPLATES}/RedispatchFunctions.h"
 NATIVE_FUNCTIONS_INCLUDE = "#include <ATen/NativeFunctions.h>"
 
-_FUNCTION_PLACEHOLDERS = ("${Functions_declarations}", "${function_definitions}")
+FUNCTION_PLACEHOLDERS = ("${Functions_declarations}", "${function_definitions}")
+REDISPATCH_PLACEHOLDERS = ("${function_redispatch_definitions}",)
 _METHOD_PLACEHOLDERS = ("${tensor_method_declarations}",)
 _META_BASE = re.compile(r"public at::meta::(structured_\w+)")
 
@@ -115,11 +117,11 @@ def declaration_edits(tree: Tree, capture: Capture, functions_h_extra: str = "")
     origin = "torchgen generated it before the bypass"
     functions_h = SourceFile.read(tree, FUNCTIONS_H)
     tensor_body = SourceFile.read(tree, TENSOR_BODY_H)
-    method_at, method_indent = _after_placeholder(tensor_body, _METHOD_PLACEHOLDERS)
+    method_at, method_indent, _ = after_placeholder(tensor_body, _METHOD_PLACEHOLDERS)
     declarations = "\n".join(f"TORCH_API {f.declaration};" for f in capture.functions)
     return [
         functions_h.edit(
-            _after_placeholder(functions_h, _FUNCTION_PLACEHOLDERS)[0],
+            after_placeholder(functions_h, FUNCTION_PLACEHOLDERS)[0],
             block(op, f"function API written by hand ({origin})", declarations + functions_h_extra),
             f"declare {', '.join('at::' + f.name for f in capture.functions)}",
         ),
@@ -131,17 +133,18 @@ def declaration_edits(tree: Tree, capture: Capture, functions_h_extra: str = "")
     ]
 
 
-def _after_placeholder(source: SourceFile, placeholders: tuple[str, ...]) -> tuple[int, str]:
-    """Start of the line after the codegen placeholder, and the placeholder's indentation."""
+def after_placeholder(source: SourceFile, placeholders: tuple[str, ...]) -> tuple[int, str, tuple[str, ...]]:
+    """Start of the line after the codegen placeholder, the placeholder's indentation and its namespaces."""
     for placeholder in placeholders:
         offset = source.src.data.find(placeholder.encode())
         if offset == -1:
             continue
         node = source.src.root.descendant_for_byte_range(offset, offset)
-        if cpp_syntax.namespaces(node)[:1] != ("at",):
+        scope = cpp_syntax.namespaces(node)
+        if scope[:1] != ("at",):
             raise BadInput(f"{source.rel}: {placeholder} is not inside `namespace at`; the tool does not know where to declare the op")
         start = source.line_start(offset)
-        return source.line_end(offset), source.src.span(start, offset)
+        return source.line_end(offset), source.src.span(start, offset), scope
     raise BadInput(f"{source.rel}: none of {', '.join(placeholders)} found; is this a torchgen template?")
 
 

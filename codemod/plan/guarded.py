@@ -4,7 +4,9 @@ The op's entries only gain `manual_cpp_binding: True`: torchgen keeps generating
 structured CPU kernel (`at::cpu::mul`), the autograd, Meta and CUDA kernels, and renames
 its dispatcher-calling API to `__dispatch_`. By hand, in the templates: `at::mul`,
 `at::mul_out`, `Tensor::mul`, ... check a guard, then call `at::cpu::` or, as generated,
-the dispatcher. Derivatives, native sources and callers are untouched.
+the dispatcher; the renamed functions inside `at` (`at::redispatch::mul`, which the autograd
+codegen's kernels call, and `at::symint::` templates) are written again as generated.
+Derivatives, native sources and callers are untouched.
 
 The guard computes the key set the dispatcher would dispatch on (the inputs' keys with
 the thread-local ones applied) and takes the fast path only when it holds nothing but
@@ -23,10 +25,15 @@ from codemod.model.edits import Edit
 from codemod.model.errors import BadInput
 from codemod.model.tree import Tree
 from codemod.plan.cpp import (
+    FUNCTION_PLACEHOLDERS,
     FUNCTIONS_CPP,
     FUNCTIONS_H,
+    REDISPATCH_FUNCTIONS_H,
+    REDISPATCH_PLACEHOLDERS,
     TENSOR_METHODS_CPP,
     SourceFile,
+    after_placeholder,
+    block,
     declaration_edits,
     definition_edits,
 )
@@ -35,6 +42,8 @@ _OPS_CALL_ARGS = re.compile(r"at::_ops::\w+::call\((.*)\);", re.DOTALL)
 _TENSOR = re.compile(r"^(const )?at::Tensor &$")
 FUNCTIONS_H_INCLUDES = ("#include <ATen/record_function.h>", "#include <c10/core/impl/LocalDispatchKeySet.h>")
 DEFINITION_INCLUDES = ("#include <ATen/Functions.h>", "#include <ATen/CPUFunctions.h>")
+# The template of each generated header (Capture.renamed_inside_at's sources), and the placeholder they follow
+RENAMED_INTO = {"Functions.h": (FUNCTIONS_H, FUNCTION_PLACEHOLDERS), "RedispatchFunctions.h": (REDISPATCH_FUNCTIONS_H, REDISPATCH_PLACEHOLDERS)}
 
 
 def guard_namespace(op: str) -> str:
@@ -92,12 +101,42 @@ def template_edits(tree: Tree, capture: Capture) -> list[Edit]:
     def define(api: ApiFunction) -> str:
         return guarded_definition(op, api, cpu)
 
+    symint = _renamed_inside_at(tree, capture, "Functions.h")[1]  # in the block declaration_edits writes
     return [
         *functions_h.include_edits(op, FUNCTIONS_H_INCLUDES, "include what the guard reads"),
-        *declaration_edits(tree, capture, guard(op)),
+        *declaration_edits(tree, capture, guard(op) + (f"\n\n{symint}" if symint else "")),
         *definition_edits(tree, FUNCTIONS_CPP, op, capture.functions, define, what, "at::", DEFINITION_INCLUDES),
         *definition_edits(tree, TENSOR_METHODS_CPP, op, capture.methods, define, what, "Tensor::", DEFINITION_INCLUDES),
+        *_redispatch_edits(tree, capture),
     ]
+
+
+def _redispatch_edits(tree: Tree, capture: Capture) -> list[Edit]:
+    """`at::redispatch::mul`, ... as generated, after RedispatchFunctions.h's placeholder (torchgen renames them)."""
+    source, definitions = _renamed_inside_at(tree, capture, "RedispatchFunctions.h")
+    if not definitions:
+        return []
+    names = [s.name for s in capture.renamed_inside_at if s.source == "RedispatchFunctions.h"]
+    what = "written by hand as torchgen generated them before the bypass (it now names them __dispatch_; generated code calls them)"
+    return [source.edit(after_placeholder(source, REDISPATCH_PLACEHOLDERS)[0], block(capture.op, what, definitions), f"define {', '.join(names)}")]
+
+
+def _renamed_inside_at(tree: Tree, capture: Capture, header: str) -> tuple[SourceFile, str]:
+    """HEADER's template, and the text of the op's definitions torchgen generated into HEADER inside `at` under a
+    name it now renames (capture.renamed_inside_at), each in its namespaces below the placeholder's ("": none)."""
+    rel, placeholders = RENAMED_INTO[header]
+    source = SourceFile.read(tree, rel)
+    scope = after_placeholder(source, placeholders)[2]
+    texts = []
+    for snippet in (s for s in capture.renamed_inside_at if s.source == header):
+        namespace = tuple(snippet.name.split("::")[:-1])
+        if namespace[: len(scope)] != scope:
+            raise BadInput(f"{rel}: its placeholder is in namespace {'::'.join(scope)}, which does not hold {snippet.name}; the tool does not know where to write it")
+        inner = namespace[len(scope) :]
+        opened = "".join(f"namespace {name} {{\n" for name in inner)
+        closed = "".join(f"\n}} // namespace {name}" for name in reversed(inner))
+        texts.append(f"{opened}{snippet.text}{closed}")
+    return source, "\n\n".join(texts)
 
 
 @dataclass(frozen=True)

@@ -263,7 +263,9 @@ def _summary(tree: Tree, plan: Plan, applied: bool) -> None:
     for loss in plan.losses:
         say(f"  - {loss}")
     if plan.guarded:
-        say("no caller needs rewriting: at::cpu:: and at::redispatch:: functions are still generated in guarded mode")
+        renamed = ", ".join(snippet.name for snippet in plan.capture.renamed_inside_at)
+        kept = f"; torchgen renames {renamed} __dispatch_, so the bypass writes them again as generated" if renamed else ""
+        say(f"no caller needs rewriting: at::cpu:: functions are still generated in guarded mode{kept}")
         return
     to_edit = [leftover for leftover in plan.leftovers if leftover.needs_edit and not leftover.judged_by_compile]
     judged = [leftover for leftover in plan.leftovers if leftover.judged_by_compile]
