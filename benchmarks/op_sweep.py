@@ -3,8 +3,9 @@
     python benchmarks/op_sweep.py TREE [--only OP ...] [--no-build] [--json] [--rows FILE [--resume]] [--record LABEL]
 
 Counts: bypassed + verified + reverted byte for byte / refused (exit 2), by reason / failed (exit 1 from the
-verification, or a revert that is not byte-identical), the files verification did not compile and why, seconds per
-op, the date and the load average before and after. Figures for a person (docs/real-trees.md); nothing here asserts
+verification, or a revert that is not byte-identical), the files verification did not compile and why, the same per
+source file defining the op's CPU kernel (as `explain` names it), seconds per op, the date and the load average before
+and after. Figures for a person (docs/real-trees.md); nothing here asserts
 a time. --record LABEL writes the totals to benchmarks/results/op_sweep-LABEL.json (dated, with the machine and the
 load) for docs/generate.py to render; --resume takes the ops --rows already holds from it. A tree from
 `codemod tree from-torch` laid over real native sources is the test that matters: see docs/real-trees.md for how to
@@ -25,6 +26,7 @@ from collections import Counter
 from pathlib import Path
 
 RESULTS = Path(__file__).resolve().parent / "results"
+NO_SOURCE = "(kernel source not named)"  # explain failed, or a row from before rows named it
 
 
 def codemod(*args: str) -> tuple[int, dict]:
@@ -42,11 +44,12 @@ def snapshot(root: Path) -> dict[str, bytes]:
 def sweep_one(tree: Path, op: str, scratch: Path, extra: list[str]) -> dict:
     copy = scratch / op
     shutil.copytree(tree, copy, symlinks=True, ignore=shutil.ignore_patterns(".codemod", ".codemod.lock", "__pycache__"))
+    source = kernel_source(copy, op)
     pristine = snapshot(copy)
     started = time.perf_counter()
     code, bypass = codemod("bypass", op, "--tree", str(copy), *extra)
     bypass_seconds = time.perf_counter() - started
-    row = {"op": op, "bypass_exit": code, "bypass_seconds": round(bypass_seconds, 1)}
+    row = {"op": op, "source": source, "bypass_exit": code, "bypass_seconds": round(bypass_seconds, 1)}
     if code != 0:
         row["outcome"] = "refused" if code == 2 else "failed"
         row["reason"] = bypass.get("error", "")
@@ -62,6 +65,27 @@ def sweep_one(tree: Path, op: str, scratch: Path, extra: list[str]) -> dict:
         row["reason"] = revert.get("error", "revert left the tree different from the copy it started from")
     shutil.rmtree(copy)
     return row
+
+
+def kernel_source(tree: Path, op: str) -> str:
+    """The native source defining the op's CPU kernel (TORCH_IMPL_FUNC), as `explain` names it; the rows are
+    totalled per source file for docs/real-trees.md."""
+    _, explained = codemod("explain", op, "--tree", str(tree))
+    at = explained.get("structured_kernel", {}).get("impl", {}).get("at", "")
+    return at.rsplit(":", 1)[0] or NO_SOURCE
+
+
+def by_source(rows: list[dict]) -> dict[str, dict]:
+    """Per kernel source file: the ops bypassed, verified and reverted; refused, each with its reason (as the totals
+    group it); failed (their reasons are the summary's `failed`)."""
+    files: dict[str, dict] = {}
+    for row in rows:
+        entry = files.setdefault(row.get("source", NO_SOURCE), {"bypassed": [], "refused": {}, "failed": []})
+        if row["outcome"] == "refused":
+            entry["refused"][row["op"]] = reason_class(row["reason"])
+        else:
+            entry[row["outcome"]].append(row["op"])
+    return dict(sorted(files.items()))
 
 
 def sweep_load(rows: list[dict], at_start: tuple[float, ...]) -> dict | None:
@@ -121,6 +145,7 @@ def main() -> int:
         "not_compiled": dict(not_compiled),
         "refused": dict(refused),
         "failed": failed,
+        "by_source": by_source(rows),
         "seconds_per_op": {"median": sorted(seconds)[len(seconds) // 2] if seconds else 0, "max": max(seconds, default=0)},
         "rows": rows,
     }
@@ -137,6 +162,8 @@ def main() -> int:
             print(f"  refused ({count}): {reason}")
         for op, reason in failed.items():
             print(f"  failed {op}: {reason[:200]}")
+        for source, entry in summary["by_source"].items():
+            print(f"  {source}: {len(entry['bypassed'])} bypassed, {len(entry['refused'])} refused, {len(entry['failed'])} failed")
         print(f"seconds per op (bypass + revert): median {summary['seconds_per_op']['median']:.1f}, max {summary['seconds_per_op']['max']:.1f}; "
               f"{summary['date']}, load average {summary['load_average'] or 'not recorded by the resumed rows'}")
     return 0 if not failed else 1

@@ -464,8 +464,22 @@ def op_sweep_figures(_outputs: dict) -> str:
             by_count = sorted(record[kind].items(), key=lambda item: -item[1])
             lines += [f"- {kind.replace('_', ' ')} ({_times(count)}): {_clipped(reason)}" for reason, count in by_count]
         lines += [f"- failed `{op}`: {_first_error(reason)}" for op, reason in record["failed"].items()]
+        lines += _per_source(record.get("by_source", {}), record["failed"])
         parts.append("\n".join(lines) + "\n\n" + _measured_when(record) + "\n")
     return "\n".join(parts) or "No sweep recorded yet: run `python benchmarks/op_sweep.py TREE --record LABEL`.\n"
+
+
+def _per_source(files: dict[str, dict], failed: dict[str, str]) -> list[str]:
+    """Per kernel source file (a record that keeps them): the ops bypassed and verified, refused with the reason, failed."""
+    if not files:
+        return []
+    lines = ["", "| kernel source | bypassed, verified, reverted | refused (reason) | failed (first error) |", "|---|---|---|---|"]
+    for source, entry in files.items():
+        refused = "; ".join(f"`{op}`: {_clipped(reason)}" for op, reason in entry["refused"].items())
+        failed_here = "; ".join(f"`{op}`: {_first_error(failed[op])}" for op in entry["failed"])
+        bypassed = ": " + ", ".join(f"`{op}`" for op in entry["bypassed"]) if entry["bypassed"] else ""
+        lines.append(f"| {source} | {len(entry['bypassed'])}{bypassed} | {refused or '-'} | {failed_here or '-'} |")
+    return lines
 
 
 def _first_error(reason: str) -> str:
