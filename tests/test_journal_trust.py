@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import base64
 import copy
+import hashlib
 import json
 import os
 import shutil
@@ -275,3 +276,26 @@ def test_any_hot_report_ends_in_an_exit_code_never_a_traceback(hot_report: dict,
         tree = shutil.copytree(TARGET_TREE, Path(scratch) / "tree")
         report = Path(scratch) / "hot.json"
         survives(tree, report, spoiled, ("bypass", "--from-hot", str(report), "--dry-run"))
+
+
+def test_a_journal_an_earlier_version_wrote_without_a_field_added_since_still_reverts(tree: Path) -> None:
+    """A capture field added later (renamed_inside_at, with its default) is absent from the journals written before it:
+    they read as they were written, and revert byte for byte; a field no version knows is still refused."""
+    before = snapshot(tree)
+    assert run_codemod("bypass", "mul", "--tree", str(tree), "--no-build", "--no-verify").returncode == 0
+    path = tree / ".codemod" / "mul.json"
+    raw = json.loads(path.read_text())
+    raw.pop("sha256")
+
+    def write(content: dict) -> None:
+        path.write_text(json.dumps({**content, "sha256": hashlib.sha256(json.dumps(content, sort_keys=True).encode()).hexdigest()}))
+
+    unknown = copy.deepcopy(raw)
+    unknown["capture"]["codemod_no_such_field"] = []
+    write(unknown)
+    assert "corrupt journal" in run_codemod("status", "--tree", str(tree)).stderr
+    del raw["capture"]["renamed_inside_at"]
+    write(raw)
+    reverted = run_codemod("revert", "mul", "--tree", str(tree))
+    assert reverted.returncode == 0, reverted.stderr
+    assert snapshot(tree) == before

@@ -65,13 +65,22 @@ def _depth_exceeds(document: object, limit: int) -> bool:
     return False
 
 
+def _required(hint: object) -> set[str]:
+    """The fields of a dataclass or TypedDict a document must hold: those with no default (a field added later has one,
+    so what an earlier version wrote still reads)."""
+    if typing.is_typeddict(hint):
+        return set(hint.__required_keys__)
+    missing = dataclasses.MISSING
+    return {f.name for f in dataclasses.fields(hint) if f.default is missing and f.default_factory is missing}
+
+
 def matches(value: object, hint: object) -> bool:
-    """Whether the JSON VALUE has the shape of the type HINT: a dataclass or TypedDict is an object of exactly its
-    fields, a tuple or list an array (a fixed tuple of its length), a dict an object."""
+    """Whether the JSON VALUE has the shape of the type HINT: a dataclass or TypedDict is an object of its fields, all
+    but those with a default required, a tuple or list an array (a fixed tuple of its length), a dict an object."""
     origin, args = typing.get_origin(hint), typing.get_args(hint)
     if dataclasses.is_dataclass(hint) or typing.is_typeddict(hint):
         fields = typing.get_type_hints(hint)
-        return isinstance(value, dict) and value.keys() == fields.keys() and all(matches(value[k], h) for k, h in fields.items())
+        return isinstance(value, dict) and _required(hint) <= value.keys() <= fields.keys() and all(matches(value[k], fields[k]) for k in value)
     if origin in (tuple, list):
         if not isinstance(value, list):
             return False
