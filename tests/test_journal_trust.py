@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import base64
 import copy
-import hashlib
 import json
 import os
 import shutil
@@ -288,7 +287,7 @@ def test_a_journal_an_earlier_version_wrote_without_a_field_added_since_still_re
     raw.pop("sha256")
 
     def write(content: dict) -> None:
-        path.write_text(json.dumps({**content, "sha256": hashlib.sha256(json.dumps(content, sort_keys=True).encode()).hexdigest()}))
+        path.write_text(json.dumps({**content, "sha256": journal._digest(content)}))
 
     unknown = copy.deepcopy(raw)
     unknown["capture"]["codemod_no_such_field"] = []
