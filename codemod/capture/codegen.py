@@ -155,6 +155,11 @@ def aten(
     return kept, cached
 
 
+# Where a kept torchgen run holds the AOTInductor C shims' sources it generates (c_shim_cpu.cpp, ...): a build writes
+# them to torch/csrc/inductor/aoti_torch/generated/, beside the checked-in headers.
+AOTI_SHIMS = "aoti_shims"
+
+
 def kept_aten(tree: Tree, source_dir: Path, *extra: str, scratch_paths: dict[Path, Path] | None = None) -> tuple[Path, bool]:
     """`torchgen.gen` on SOURCE_DIR as the build cache keeps it: a directory holding the outputs under ATen/ (an
     include directory as it is; read it, never write into it), and whether the same inputs ran clean before."""
@@ -163,10 +168,11 @@ def kept_aten(tree: Tree, source_dir: Path, *extra: str, scratch_paths: dict[Pat
 
     def generate(kept: Path) -> None:
         out = kept / "ATen"
-        run(tree, ["-m", "torchgen.gen", "-s", str(source_dir), "-d", str(out), *extra], "torchgen (ATen codegen)", scratch_paths)
+        shims = ("--aoti-install-dir", str(kept / AOTI_SHIMS))  # else torchgen writes them in its working directory
+        run(tree, ["-m", "torchgen.gen", "-s", str(source_dir), "-d", str(out), *shims, *extra], "torchgen (ATen codegen)", scratch_paths)
 
     # "-d ATen": the outputs' place in the entry, part of the key (entries of other layouts are not read as this one)
-    return _once("torchgen", ["torchgen.gen", "-d ATen", *extra, *inputs, *torchgen_code(tree)], generate)
+    return _once("torchgen", ["torchgen.gen", "-d ATen", f"--aoti-install-dir {AOTI_SHIMS}", *extra, *inputs, *torchgen_code(tree)], generate)
 
 
 # What cache.cached_build finds in an entry, written once the run ended clean: the content hash of each of its outputs.

@@ -70,9 +70,10 @@ _SUFFIXES_GXX_KNOWS = (*SOURCE_SUFFIXES, ".h", ".hh", ".hpp", ".hxx", ".tcc")  #
 LANGUAGE_FLAGS = ("-std=c++20", "-DCAFFE2_BUILD_MAIN_LIB")
 FLAGS = ("-fsyntax-only", *LANGUAGE_FLAGS, "-w", "-fdiagnostics-color=never")
 # PyTorch compiles each kernel source under native/cpu/ once per CPU capability (REGISTER_DISPATCH is only
-# defined then); DEFAULT is the capability every build has. The flags follow from the path, which the result key holds.
+# defined then); DEFAULT is the capability every build has. The flags follow from the path; the result key holds them.
 KERNEL_DIR = "aten/src/ATen/native/cpu/"
 KERNEL_FLAGS = ("-DCPU_CAPABILITY=DEFAULT", "-DCPU_CAPABILITY_DEFAULT")
+UFUNC_KERNEL = "UfuncCPUKernel_"  # torchgen's ufunc kernels, which a build compiles as it compiles KERNEL_DIR's
 SHOWN_ERROR_LINES = 25
 # Of a checkout's compile_commands.json: what says where headers are and which macros are set. Per-operator
 # headers stay off: the regenerated headers are the monolithic ones (PER_OPERATOR_FLAG says otherwise).
@@ -166,6 +167,8 @@ class Unit:
     path: str  # relative to the tree
     text: bytes
     what: str  # for the verified line
+    template: str | None = None  # the edited template it was generated from: compiled with it
+    companions: tuple[tuple[str, bytes], ...] = ()  # headers it includes that no other place has, by their tree path
 
 
 @dataclass(frozen=True)
@@ -191,7 +194,8 @@ class CompileReport:
             return []
         which = f"{len(self.cached)} of them " if len(self.compiled) > 1 else ""
         cached = f"; {which}compiled clean before from the same inputs, not recompiled" if self.cached else ""
-        through = f", including the headers generated from the edited {', '.join(self.templates_compiled)}" if self.templates_compiled else ""
+        headers = [t for t in self.templates_compiled if not t.endswith(SOURCE_SUFFIXES)]  # a source's: its unit says so
+        through = f", including the headers generated from the edited {', '.join(headers)}" if headers else ""
         per_operator = (
             f" ({', '.join(self.per_operator)}: in torchgen's per-operator layout, with {PER_OPERATOR_FLAG}, for files that "
             "include <ATen/ops/...>)" if self.per_operator else ""
@@ -328,12 +332,14 @@ def check(
         alone = [t for t in header_targets if t.path not in read_by]
         outcomes += [run.through(t, read_by[t.path]) for t in header_targets if t.path in read_by]
         outcomes += list(pool.map(run.target, alone))
-        outcomes += [unit_run.result() for unit_run in unit_runs]
+        unit_outcomes = [unit_run.result() for unit_run in unit_runs]
+        outcomes += unit_outcomes
     failures = [o for o in outcomes if o.errors]
     if failures:
         raise VerificationFailed(_failure_message(failures))
     generated_read = {Path(name).name for o in outcomes if o.compiled for name in o.generated_read}
-    templates_compiled = [t for t in templates if Path(t).name in generated_read]
+    generated_from = {unit.template for unit, o in zip(units, unit_outcomes) if o.compiled}
+    templates_compiled = [t for t in templates if Path(t).name in generated_read or t in generated_from]
     order = {path: i for i, path in enumerate([*(t.path for t in targets), *(u.path for u in units)])}
     compiled = sorted((o for o in outcomes if o.compiled), key=lambda o: order[o.target.path])
     not_compiled = [
@@ -456,7 +462,7 @@ class _Run:
         """Compile UNIT in the tree's place, against the regenerated headers; every error it meets is the bypass's."""
         target = Target(unit.path, None)
         with tempfile.TemporaryDirectory(prefix="codemod-compile-") as scratch:
-            view = _View(self.tree, self.headers, {unit.path: unit.text}, Path(scratch))
+            view = _View(self.tree, self.headers, {unit.path: unit.text, **dict(unit.companions)}, Path(scratch))
             compiled = view.compile(unit.path)
             if not compiled.clean:
                 failed = self._failed(target, view, compiled, Path(scratch))
@@ -636,7 +642,8 @@ class _View:
 
     def _record(self, relative: str, main: Path, *more: str) -> Path:
         """Where the outcome of compiling RELATIVE (MAIN) is recorded; with MORE, what else its key holds."""
-        flags = [flag.replace(str(self.tree.root), "<tree>") for flag in _checkout_flags(self.tree, relative)]  # copies share results
+        checkout = [flag.replace(str(self.tree.root), "<tree>") for flag in _checkout_flags(self.tree, relative)]  # copies share results
+        flags = [*_kernel_flags(relative), *checkout]
         return cache.cache_dir() / "syntax" / f"{result_key(relative, main.read_bytes(), self.headers.digest, *flags, *more)}.json"
 
     def live_lines(self, unit: str, relative: str) -> set[int]:
@@ -736,7 +743,7 @@ _DEPENDENCY_FIELDS = ("generated_headers", "tree_headers", "installed_headers", 
 def compile_command(tree: Tree, headers: Headers, relative: str, main: Path, front: Path | None = None, preprocess: bool = False) -> list[str]:
     """g++ on MAIN, the tree's RELATIVE (a header is compiled as C++), with FRONT's files (the tree as it was
     before the bypass) in front of the tree's; PREPROCESS: only the preprocessor, its output on stdout."""
-    kernel_flags = KERNEL_FLAGS if relative.startswith(KERNEL_DIR) else ()
+    kernel_flags = _kernel_flags(relative)
     flags = ["-E", *FLAGS[1:]] if preprocess else list(FLAGS)
     flags += [PER_OPERATOR_FLAG] if headers.per_operator else []
     fronts = [front] if front is not None else []
@@ -749,6 +756,10 @@ def compile_command(tree: Tree, headers: Headers, relative: str, main: Path, fro
         compiler.CXX, *flags, *kernel_flags, *quoted, *(f"-I{d}" for d in dirs), *_checkout_flags(tree, relative),
         *(f"-I{d}" for d in _installed_include_dirs()), *language, str(main),
     ]
+
+
+def _kernel_flags(relative: str) -> tuple[str, ...]:
+    return KERNEL_FLAGS if relative.startswith(KERNEL_DIR) or Path(relative).name.startswith(UFUNC_KERNEL) else ()
 
 
 def _checkout_flags(tree: Tree, relative: str) -> tuple[str, ...]:

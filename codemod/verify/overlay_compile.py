@@ -67,9 +67,12 @@ def check(tree: Tree, plans: Sequence[Plan], units: Sequence[Unit] = ()) -> Comp
     report = compile_check.check(
         tree, headers, plans, Before(files_before, functools.partial(compile_check.regenerate_headers, tree, before)), against, units,
     )
-    # the tree's own header templates are not what the full tree's headers come from
+    # the tree's own header templates are not what the full tree's headers come from; its source templates are what
+    # the units generated from them (generated_units.py) were generated from
+    through_units = tuple(t for t in report.templates_compiled if t.endswith(compile_check.SOURCE_SUFFIXES))
     not_compiled = [n for n in report.not_compiled if n.path not in templates]
-    return dataclasses.replace(report, templates_compiled=(), not_compiled=(*not_compiled, *own_templates))
+    own_templates = [n for n in own_templates if n.path not in through_units]
+    return dataclasses.replace(report, templates_compiled=through_units, not_compiled=(*not_compiled, *own_templates))
 
 
 def headers_after(tree: Tree, plans: Sequence[Plan]) -> compile_check.Headers | None:

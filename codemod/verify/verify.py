@@ -27,6 +27,7 @@ build-cache entries only if the tree holds exactly those bytes.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import tempfile
 from collections.abc import Callable, Iterator, Sequence
@@ -41,7 +42,7 @@ from codemod.model import native_yaml
 from codemod.model.errors import VerificationFailed
 from codemod.model.tree import NATIVE_FUNCTIONS, Tree
 from codemod.plan.plan import Plan, combined_changes
-from codemod.verify import compile_check, guarded_unit, overlay_compile
+from codemod.verify import compile_check, generated_units, guarded_unit, overlay_compile
 
 # What verify says of the codegen runs it found in the build cache instead of running them.
 _PLANNED = "ran clean on the planned bytes before writing; the tree now holds exactly those bytes, not run again"
@@ -78,7 +79,7 @@ def verify(tree: Tree, plan: Plan, *more: Plan, compile: bool = True, ahead: Ahe
             try:
                 headers = compile_check.regenerate_headers(tree)
                 codegen_checks, entries = _entries_renamed(tree, overloads, Path(scratch, "aten"))
-                compiled = _compiled(tree, plans, headers) if compile else None
+                compiled = _compiled(tree, plans, headers, entries[0]) if compile else None
             finally:
                 autograd = autograd_run.result()  # raises the autograd codegen's failure, before the others'
     codegen_checks += _not_run_again((
@@ -126,19 +127,23 @@ def _renamed_entries(generated: list, overloads: tuple[str, ...]) -> list[str]:
     ]
 
 
-def _compiled(tree: Tree, plans: tuple[Plan, ...], headers: compile_check.Headers) -> compile_check.CompileReport:
-    """The edited sources and the rewritten callers compiled, and a guarded op's unit that uses every guarded function."""
-    units = guarded_unit.units(plans)
+def _compiled(tree: Tree, plans: tuple[Plan, ...], headers: compile_check.Headers, entries_run: Path) -> compile_check.CompileReport:
+    """The edited sources and the rewritten callers compiled, a guarded op's unit that uses every guarded function, and
+    the sources torchgen generates for the ops (ENTRIES_RUN: its run on their entries) that a CPU build compiles."""
+    generated = generated_units.units(entries_run, headers.root, plans)
+    units = [*guarded_unit.units(plans), *generated.units]
     foreign = compile_check.foreign_torchgen(tree)
     if foreign is not None:  # the installed torch's headers are not what its code is generated for
         targets, templates = compile_check.targets_of(plans)
         paths = [*(t.path for t in targets), *templates, *(unit.path for unit in units)]
-        return compile_check.CompileReport((), (), (), tuple(compile_check.NotCompiled(path, foreign) for path in paths), 0.0)
-    if compile_check.slim_tree(tree) is not None:  # its headers cannot replace the installed torch's
-        return overlay_compile.check(tree, plans, units)
-    before = {change.path: change.before for change in combined_changes(plans)}
-    headers_before = functools.partial(compile_check.regenerate_headers, tree, compile_check.CodegenInputs.read(tree.root, before))
-    return compile_check.check(tree, headers, plans, compile_check.Before(before, headers_before), units=units)
+        report = compile_check.CompileReport((), (), (), tuple(compile_check.NotCompiled(path, foreign) for path in paths), 0.0)
+    elif compile_check.slim_tree(tree) is not None:  # its headers cannot replace the installed torch's
+        report = overlay_compile.check(tree, plans, units)
+    else:
+        before = {change.path: change.before for change in combined_changes(plans)}
+        headers_before = functools.partial(compile_check.regenerate_headers, tree, compile_check.CodegenInputs.read(tree.root, before))
+        report = compile_check.check(tree, headers, plans, compile_check.Before(before, headers_before), units=units)
+    return dataclasses.replace(report, not_compiled=(*report.not_compiled, *generated.not_compiled))
 
 
 @contextlib.contextmanager
