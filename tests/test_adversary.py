@@ -43,7 +43,7 @@ FAST = ("--no-build",)  # the harness and its OpInfo check are the same build-ca
 POISON = f"{NATIVE_SOURCES}/BinaryOps.h"  # BinaryOps.cpp's first include: the tree's copy shadows the installed one
 ABSENT = "codemod_adversary_absent.h"
 TREE_FILES = (DERIVATIVES, BINARY_OPS, f"{TEMPLATES}/Functions.h", f"{NATIVE_SOURCES}/Extra.cpp")  # Extra.cpp: a new one
-CLAIMED = re.compile(r"^verified: g\+\+ -fsyntax-only \([^)]*\) compiles (?P<files>.*?) against ", re.MULTILINE)
+CLAIMED = re.compile(r"^verified: g\+\+ -c \([^)]*\) compiles (?P<files>.*?) against ", re.MULTILINE)
 # Cache files whose corruption costs a second or so to make again (a capture, a parse, the yaml's load); under
 # --sample-all, any file a warm bypass reads (a compile record: g++ again; torchgen's outputs: torchgen again).
 CHEAP = ("capture-", "kernels/", "native-yaml-", "autograd-")

@@ -125,7 +125,7 @@ def bypassed(checkout: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[
 
 
 def _compile_line(verified: list[str]) -> str:
-    lines = [line for line in verified if line.startswith("g++ -fsyntax-only")]
+    lines = [line for line in verified if line.startswith("g++ -c")]
     assert len(lines) == 1, verified
     return lines[0]
 
@@ -228,20 +228,47 @@ def test_a_plan_whose_edit_does_not_compile_fails_at_the_trees_file_and_line(
     assert "codemod_other_undeclared_name" in message and "is_onednn" not in message
 
 
+def replaced(plan: Plan, path: str, old: bytes, new: bytes) -> Plan:
+    """PLAN writing NEW where it writes OLD in PATH."""
+    changes = tuple(dataclasses.replace(c, after=c.after.replace(old, new)) if c.path == path else c for c in plan.changes)
+    assert old in next(c.after for c in plan.changes if c.path == path) and old not in next(c.after for c in changes if c.path == path)
+    return dataclasses.replace(plan, changes=changes)
+
+
+def test_a_hand_written_definition_whose_parameters_drifted_is_the_undefined_symbol_a_build_meets_at_link_time(
+    tmp_path: Path, checkout: Path, bypassed: tuple[dict, str],
+) -> None:
+    """at::native::mul defined with a parameter that is not const: BinaryOps.cpp compiles (a new overload), but the
+    registration torchgen generates calls the declared one, which no object defines."""
+    report, _ = bypassed
+    # the fixture's vendor caller and static runtime do not compile: what they define is unknown, so nothing is judged
+    (link,) = [line for line in report["unchecked"] if line.startswith(f"{compile_check.LINK}: ")]
+    assert VENDOR_CALLER in link and STATIC_RUNTIME in link and "not compiled, so what they define is unknown" in link
+    located = locate(full_tree(tmp_path, {}))  # where every source compiles
+    plan = make_plan(located, "mul")
+    journal.apply(located, [plan])
+    report = verify(located, plan=plan)
+    assert any(line.startswith("the ") and " objects link with no undefined symbol" in line for line in report.verified), report
+    journal.revert(located, ["mul"])
+    declared = b"at::Tensor mul(const at::Tensor& self, const at::Tensor& other) {"
+    plan = replaced(make_plan(located, "mul"), BINARY_OPS, declared, declared.replace(b"const at::Tensor& other", b"at::Tensor& other"))
+    journal.apply(located, [plan])
+    with pytest.raises(VerificationFailed) as failed:
+        verify(located, plan=plan)
+    message = str(failed.value)
+    assert message.startswith("the compiled objects do not link"), message
+    assert "`at::native::mul(at::Tensor const&, at::Tensor const&)`, referenced by " in message
+    assert "build/aten/src/ATen/RegisterCompositeImplicitAutograd_0.cpp" in message.split("at::native::mul(", 1)[1].splitlines()[0]
+
+
 def test_a_hand_written_api_that_does_not_compile_in_its_generated_source_fails_there(
     tmp_path: Path, checkout: Path, bypassed: tuple[dict, str],  # after the CLI run on the same files: its compiles are cached
 ) -> None:
     """The hand-written at::mul lives in the Functions.cpp template; a call there that matches no at::native::mul is
     found by compiling the Functions.cpp torchgen generates from it (the template itself is not C++)."""
     located = locate(built_copy(checkout, tmp_path / "tree"))
-    plan = make_plan(located, "mul")
     template = f"{TEMPLATES}/Functions.cpp"
-    call = b"return at::native::mul(self, other);"
-    plan = dataclasses.replace(plan, changes=tuple(
-        dataclasses.replace(c, after=c.after.replace(call, b"return at::native::mul(self, other, other);")) if c.path == template else c
-        for c in plan.changes
-    ))
-    assert call not in next(c.after for c in plan.changes if c.path == template)
+    plan = replaced(make_plan(located, "mul"), template, b"return at::native::mul(self, other);", b"return at::native::mul(self, other, other);")
     journal.apply(located, [plan])
     with pytest.raises(VerificationFailed) as failed:
         verify(located, plan=plan)
@@ -272,7 +299,7 @@ def test_the_regenerated_headers_precompiled_change_no_verdict(tmp_path: Path, m
 
     monkeypatch.setattr(compile_check, "GENERATED_PCH_USERS", 2)  # made here for the three files that pass the check
     with_pch, said = compile_check_in("with")
-    loading = {line.rsplit(" ", 1)[1] for line in said if line.startswith("$ ") and " -fsyntax-only " in line and "/generated_pch.h " in line}
+    loading = {line.rsplit(" ", 1)[1] for line in said if line.startswith("$ ") and " -c " in line and "/generated_pch.h " in line}
     assert {located.path(BINARY_OPS).as_posix(), located.path("aten/src/ATen/native/BlasScale.cpp").as_posix()} <= loading
     assert not any(path.endswith("VariableTypeManual.cpp") for path in loading)
     assert sum(line.startswith("precompile generated_pch.h") for line in said) == 1
@@ -284,13 +311,15 @@ def test_the_regenerated_headers_precompiled_change_no_verdict(tmp_path: Path, m
     (tmp_path / "without" / "syntax").mkdir(parents=True)
     for record, kept in records.items():
         if not kept.get("precompiled"):
-            shutil.copy(record, tmp_path / "without" / "syntax" / record.name)
+            for kept_file in (record, record.with_suffix(".o")):  # the record and the object a clean compile's names
+                if kept_file.is_file():
+                    shutil.copy(kept_file, tmp_path / "without" / "syntax" / kept_file.name)
     reads_nothing = tmp_path / "reads_nothing.h"
     reads_nothing.write_text("#include <codemod_no_file_reads_this.h>\n")
     monkeypatch.setattr(compile_check, "GENERATED_PCH", reads_nothing)
     without_pch, said = compile_check_in("without")
     assert not any(line.startswith("precompile reads_nothing.h") for line in said)
-    compiled_again = {line.rsplit(" ", 1)[1] for line in said if line.startswith("$ ") and " -fsyntax-only " in line}
+    compiled_again = {line.rsplit(" ", 1)[1] for line in said if line.startswith("$ ") and " -c " in line}
     assert compiled_again == loading  # those that loaded the PCH, compiled now without it
     same = ("compiled", "templates_compiled", "not_compiled", "through", "per_operator")
     assert [getattr(with_pch, name) for name in same] == [getattr(without_pch, name) for name in same]

@@ -32,7 +32,7 @@ def bypass_addcmul(tree: Path) -> dict:
 
 
 def compile_line(report: dict) -> str:
-    (line,) = [line for line in report["verified"] if line.startswith("g++ -fsyntax-only")]
+    (line,) = [line for line in report["verified"] if line.startswith("g++ -c")]
     return line
 
 

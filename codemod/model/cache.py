@@ -139,9 +139,18 @@ def drop(entry: str) -> None:
 
 def publish_text(path: Path, text: str) -> None:
     """Write TEXT to PATH (a file of the cache) by one rename: a reader finds it whole or not at all."""
+    _publish(path, lambda scratch: scratch.write_text(text))
+
+
+def publish_file(path: Path, made: Path) -> None:
+    """Copy MADE (a scratch file) to PATH, a file of the cache, as publish_text writes."""
+    _publish(path, lambda scratch: shutil.copyfile(made, scratch))
+
+
+def _publish(path: Path, write: Callable[[Path], object]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     scratch = path.with_name(f"{path.name}.tmp{os.getpid()}-{threading.get_ident()}")
-    scratch.write_text(text)
+    write(scratch)
     scratch.replace(path)
 
 
