@@ -55,6 +55,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from codemod.apply import journal
 from codemod.capture import codegen, fromtorch
 from codemod.model import cache, cpp_syntax, exact_text, json_file, native_yaml, paths, progress
 from codemod.model.errors import BadInput, VerificationFailed
@@ -354,8 +355,7 @@ def check(
     generated_read = {Path(name).name for o in outcomes if o.compiled for name in o.generated_read}
     generated_from = {unit.template for unit, o in zip(units, unit_outcomes) if o.compiled}
     templates_compiled = [t for t in templates if Path(t).name in generated_read or t in generated_from]
-    unbuilt_sources = [t for t in templates if t.endswith(SOURCE_SUFFIXES) and t not in generated_from]
-    linked, not_linked = _link(run, outcomes, unbuilt_sources)
+    linked, not_linked = _link(run, outcomes, _bypassed_sources_not_built(tree, outcomes, generated_from))
     order = {path: i for i, path in enumerate([*(t.path for t in targets), *(u.path for u in units)])}
     compiled = sorted((o for o in outcomes if o.compiled), key=lambda o: order[o.target.path])
     not_compiled = [
@@ -378,22 +378,31 @@ def check(
     )
 
 
+def _bypassed_sources_not_built(tree: Tree, outcomes: Sequence[_Outcome], generated_from: set[str | None]) -> list[str]:
+    """What any bypass in TREE (its journals: this run's and earlier ones) wrote that a build compiles, a source or the
+    template of a generated one (GENERATED_FROM: those whose unit compiled), and that this check did not compile: the
+    hand-written API of an earlier op calls definitions in sources this run does not compile."""
+    compiled = {o.target.path for o in outcomes if o.compiled} | generated_from
+    written = dict.fromkeys(f.path for entry in journal.bypassed(tree) for f in entry.files)
+    return [path for path in written if path.endswith(SOURCE_SUFFIXES) and path not in compiled]
+
+
 def _link(run: _Run, outcomes: Sequence[_Outcome], unbuilt_sources: Sequence[str]) -> tuple[int, list[NotCompiled]]:
     """Link the objects of OUTCOMES (link_check.py): how many linked with no undefined symbol the bypass brought (0:
     not judged), and what the check names instead (a symbol a file's object referenced before the bypass too; the
-    sources not compiled, or edited templates of sources (UNBUILT_SOURCES) whose source was not, which define what
-    nobody knows: the undefined symbols are then named, not judged). Raise VerificationFailed with the symbols the
-    bypass left undefined when every source was compiled."""
-    unlinked = [o.target.path for o in outcomes if o.missing is not None and o.target.path.endswith(SOURCE_SUFFIXES)]
-    unlinked += unbuilt_sources
+    sources not compiled (of OUTCOMES, and UNBUILT_SOURCES: what the tree's bypasses wrote that a build compiles and
+    this check did not), which define what nobody knows: the undefined symbols are then named, not judged). Raise
+    VerificationFailed with the symbols the bypass left undefined when every such source was compiled."""
+    missing = [o.target.path for o in outcomes if o.missing is not None and o.target.path.endswith(SOURCE_SUFFIXES)]
+    unlinked = list(dict.fromkeys([*missing, *unbuilt_sources]))
     objects = {o.target.path: o.object for o in outcomes if o.compiled and o.object is not None}
     unresolved = link_check.unresolved(objects, run.removed) if objects else []
     if unlinked:
-        missing = f"{', '.join(unlinked)} not compiled, so what {'it defines' if len(unlinked) == 1 else 'they define'} is unknown"
+        unknown = f"{', '.join(unlinked)} not compiled, so what {'it defines' if len(unlinked) == 1 else 'they define'} is unknown"
         if not unresolved:
-            return len(objects), [NotCompiled(LINK, f"{missing}: not part of it")]
+            return len(objects), [NotCompiled(LINK, f"{unknown}: not part of it")]
         named = ", ".join(f"`{row.symbol}`" for row in unresolved[:3]) + (", ..." if len(unresolved) > 3 else "")
-        return 0, [NotCompiled(LINK, f"{missing}: {len(unresolved)} symbols the objects reference and neither they nor libtorch define are not judged ({named})")]
+        return 0, [NotCompiled(LINK, f"{unknown}: {len(unresolved)} symbols the objects reference and neither they nor libtorch define are not judged ({named})")]
     by_path = {o.target.path: o for o in outcomes}
     had = [row for row in unresolved if not row.removed and all(row.mangled in run.undefined_before(by_path[p]) for p in row.referenced_by)]
     if len(had) < len(unresolved):
