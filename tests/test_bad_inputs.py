@@ -42,7 +42,8 @@ def state(root: Path) -> tuple[dict[str, bytes], set[str]]:
 def held(root: Path) -> tuple[dict[str, bytes], set[str]]:
     """Every file's bytes and every directory under ROOT; a symlink by where it points, never read through (it may
     lead to /proc/self/mem, or to /proc/self/status, whose bytes are the reader's)."""
-    found = sorted(root.rglob("*"))
+    # os.walk, not rglob: Python 3.11.2's rglob raises on a symlink whose target's name is too long to stat
+    found = sorted(Path(directory, name) for directory, dirs, files in os.walk(root) for name in (*dirs, *files))
     files = {p.relative_to(root).as_posix(): b"-> " + os.fsencode(os.readlink(p)) if p.is_symlink() else p.read_bytes()
              for p in found if p.is_symlink() or p.is_file()}
     return files, {p.relative_to(root).as_posix() for p in found if not p.is_symlink() and p.is_dir()}
