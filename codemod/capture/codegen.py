@@ -34,7 +34,7 @@ import threading
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
-from codemod.capture.fromtorch import AUTOGRAD_DIR
+from codemod.capture.fromtorch import AUTOGRAD_DIR, installed_torchgen
 from codemod.model import cache, native_yaml, paths, progress
 from codemod.model.errors import BadInput, VerificationFailed
 from codemod.model.tree import DERIVATIVES, NATIVE_FUNCTIONS, TAGS, TEMPLATES, Tree
@@ -307,14 +307,7 @@ def autograd(tree: Tree, out_dir: Path) -> tuple[Path, bool]:
     build cache's entry of the run (named by its inputs), and whether the same inputs ran clean before, in which case
     it is not run again and OUT_DIR is not written."""
     args = [str(tree.path(NATIVE_FUNCTIONS)), str(tree.path(TAGS)), str(out_dir)]
-    if tree.has_own_autograd:
-        code = tree.path(AUTOGRAD_DIR)
-        module, run_in = "tools.autograd.gen_autograd", contextlib.nullcontext(code)
-    else:
-        import torchgen.packaged.autograd as packaged
-
-        code = Path(packaged.__path__[0])
-        module, run_in = "torchgen.packaged.autograd.gen_autograd", _packaged_autograd(tree, code)
+    module, code, run_in = _autograd_code(tree, {})
     inputs = files(tree.path(NATIVE_FUNCTIONS), tree.path(TAGS), tree.path(DERIVATIVES), tree.path(DEPRECATED), code)
 
     def generate(_: Path) -> None:  # its outputs go to OUT_DIR, not into the cache: nothing reads them
@@ -324,16 +317,99 @@ def autograd(tree: Tree, out_dir: Path) -> tuple[Path, bool]:
     return _once("autograd", [module, *inputs, *torchgen_code(tree)], generate)
 
 
+# The autograd codegen's template of the Tensor methods, whose operator table names generated bindings by function.
+_METHODS_TEMPLATE = "templates/python_variable_methods.cpp"
+_METHOD_BINDING = re.compile(r"\bTHPVariable_(\w+)")
+# Where a kept run of the autograd codegen on entries holds its outputs: a build writes them to this place in the tree.
+AUTOGRAD_OUT = "torch/csrc/autograd/generated"
+# Runs in the tree's Python environment: the autograd codegen as a build runs it, its C++ (gen_autograd, every
+# operator selected) and its Python bindings (gen_autograd_python). argv: module, yaml, tags, out, autograd dir.
+_AUTOGRAD_AND_BINDINGS = r"""
+import importlib, sys
+module, native, tags, out, autograd_dir = sys.argv[1:6]
+codegen = importlib.import_module(module)
+from torchgen.selective_build.selector import SelectiveBuilder
+codegen.gen_autograd(native, tags, out, autograd_dir, SelectiveBuilder.get_nop_selector())
+codegen.gen_autograd_python(native, tags, out, autograd_dir)
+"""
+
+
+def autograd_on_entries(tree: Tree, native_yaml_text: str) -> tuple[Path, bool]:
+    """The tree's autograd codegen, C++ and Python bindings, on these entries, those of the functions whose bindings
+    its template of the Tensor methods names (`THPVariable_add` for `__add__`: the tree's, else, in a slim tree, the
+    installed torch's, with its tags), and the entries of derivatives.yaml and deprecated.yaml that name their
+    functions (what it generates for a function depends on those alone): the build cache's entry of the run, its
+    outputs under AUTOGRAD_OUT, and whether it was kept."""
+    _, code, _ = _autograd_code(tree, {})
+    names = {entry.name for entry in native_yaml.load("entries", native_yaml_text).entries}
+    bound = set(_METHOD_BINDING.findall((code / _METHODS_TEMPLATE).read_text())) if (code / _METHODS_TEMPLATE).is_file() else set()
+    yaml_texts, tags = [native_yaml_text], native_yaml.parse(TAGS, tree.path(TAGS).read_text()) or []
+    installed = installed_torchgen() / "packaged" / "ATen" / "native"
+    for native, more_tags in ((tree.path(NATIVE_FUNCTIONS), None), (installed / "native_functions.yaml", installed / "tags.yaml")):
+        doc = native_yaml.load(NATIVE_FUNCTIONS, native.read_text())
+        found = [entry for entry in doc.entries if entry.base in bound and entry.name not in names]
+        if found and more_tags is not None:
+            known = {tag.get("tag") for tag in tags}
+            tags += [tag for tag in native_yaml.parse(TAGS, more_tags.read_text()) if tag.get("tag") not in known]
+        yaml_texts += [doc.entry_text(entry) for entry in found]
+        names |= {entry.name for entry in found}
+        bound -= {entry.base for entry in found}
+    native_yaml_text, tags_text = "\n".join(yaml_texts), json.dumps(tags)
+    bases = {name.split(".")[0] for name in names}
+    derivatives = _entries_of(tree, DERIVATIVES, lambda name: name in names)
+    deprecated = _entries_of(tree, DEPRECATED, lambda name: name.split(".")[0] in bases)
+    module, code, run_in = _autograd_code(tree, {"derivatives.yaml": derivatives, "deprecated.yaml": deprecated})
+    inputs = [_AUTOGRAD_AND_BINDINGS, native_yaml_text, tags_text, derivatives, deprecated, *files(code)]
+
+    def generate(kept: Path) -> None:
+        with tempfile.TemporaryDirectory(prefix="codemod-entries-") as scratch, run_in as autograd_dir:
+            native, tags_file = Path(scratch, "native_functions.yaml"), Path(scratch, "tags.yaml")
+            native.write_text(native_yaml_text)
+            tags_file.write_text(tags_text)
+            out = kept / AUTOGRAD_OUT
+            out.mkdir(parents=True)
+            args = [module, str(native), str(tags_file), str(out), str(autograd_dir)]
+            run(tree, ["-c", _AUTOGRAD_AND_BINDINGS, *args], "autograd codegen on the op's entries")
+
+    return _once("autograd-entries", [module, *inputs, *torchgen_code(tree)], generate)
+
+
+def _entries_of(tree: Tree, relative: str, wanted: Callable[[str], bool]) -> str:
+    """The entries of the tree's RELATIVE (derivatives.yaml, deprecated.yaml: `- name: SCHEMA`) whose function name
+    WANTED takes, as YAML (JSON is YAML); none if the file is not there."""
+    path = tree.path(relative)
+    listed = native_yaml.parse(relative, path.read_text()) if path.is_file() else []
+    kept = [item for item in listed or [] if isinstance(item, dict) and wanted(str(item.get("name", "")).split("(")[0])]
+    return json.dumps(kept)
+
+
+def _autograd_code(tree: Tree, replaced: Mapping[str, str]) -> tuple[str, Path, contextlib.AbstractContextManager[Path]]:
+    """The module of the tree's autograd codegen (its own, else the installed one's), its code, and the directory of
+    its formulas and templates for a run with REPLACED's files (by name, their text) in place of the tree's."""
+    if tree.has_own_autograd:
+        module, code = "tools.autograd.gen_autograd", tree.path(AUTOGRAD_DIR)
+    else:
+        import torchgen.packaged.autograd as packaged
+
+        module, code = "torchgen.packaged.autograd.gen_autograd", Path(packaged.__path__[0])
+    in_place = tree.has_own_autograd and not replaced  # a checkout's own directory holds the tree's formulas
+    return module, code, contextlib.nullcontext(code) if in_place else _autograd_dir(tree, code, replaced)
+
+
 @contextlib.contextmanager
-def _packaged_autograd(tree: Tree, packaged: Path) -> Iterator[Path]:
-    """The installed autograd codegen's directory with the tree's derivatives.yaml (and deprecated.yaml) in it."""
+def _autograd_dir(tree: Tree, code: Path, replaced: Mapping[str, str]) -> Iterator[Path]:
+    """CODE's directory (an autograd codegen's) with the tree's derivatives.yaml and deprecated.yaml in it, or
+    REPLACED's text for those it names."""
     with tempfile.TemporaryDirectory(prefix="codemod-autograd-") as scratch:
         autograd_dir = Path(scratch)
-        for item in packaged.iterdir():
-            if item.name not in ("derivatives.yaml", "__pycache__"):
+        for item in code.iterdir():
+            if item.name not in ("derivatives.yaml", "deprecated.yaml", "__pycache__"):
                 (autograd_dir / item.name).symlink_to(item)
-        shutil.copyfile(tree.path(DERIVATIVES), autograd_dir / "derivatives.yaml")
-        if tree.path(DEPRECATED).exists():
-            (autograd_dir / "deprecated.yaml").unlink()
-            shutil.copyfile(tree.path(DEPRECATED), autograd_dir / "deprecated.yaml")
+        for name, relative in (("derivatives.yaml", DERIVATIVES), ("deprecated.yaml", DEPRECATED)):
+            if name in replaced:
+                (autograd_dir / name).write_text(replaced[name])
+            elif tree.path(relative).exists():
+                shutil.copyfile(tree.path(relative), autograd_dir / name)
+            elif (code / name).exists():
+                (autograd_dir / name).symlink_to(code / name)
         yield autograd_dir

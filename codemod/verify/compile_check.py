@@ -46,6 +46,7 @@ import re
 import shlex
 import shutil
 import subprocess
+import sysconfig
 import tempfile
 import threading
 import time
@@ -929,8 +930,9 @@ def _kept_flags(arguments: list[str], directory: Path) -> tuple[str, ...]:
 
 
 def _installed_include_dirs() -> list[Path]:
+    """The installed torch's headers, and the interpreter's (Python.h, for the Python bindings generated_units.py compiles)."""
     torch = compiler.torch_dir()
-    return [torch / "include", torch / "include/torch/csrc/api/include"]
+    return [torch / "include", torch / "include/torch/csrc/api/include", Path(sysconfig.get_paths()["include"])]
 
 
 def _generated_operator_header(name: str, path: Path) -> bool:

@@ -1,38 +1,36 @@
-"""The sources torchgen generates for the bypassed op that a CPU build compiles, as units compile_check compiles.
+"""The sources the codegen generates for the bypassed op that a CPU build compiles, as units compile_check compiles.
 
 A build regenerates every source from the edited yaml and templates: the registrations (`Register<key>_N.cpp`),
 `Operators_N.cpp`, `Functions.cpp` and `core/TensorMethods.cpp` (from the templates the bypass writes the hand-written
-API into), the AOTInductor C shims (`c_shim_cpu.cpp`, ...). torchgen's output for a function depends only on its entry
-and its group, so the op's code in them is what torchgen generates from the op's entries alone: the run verify makes
-on the tree's entries (codegen.aten_on_entries, kept in the build cache with the shims it writes). Of that run's
-sources, those holding the op's code are compiled in the places a build writes them, against the headers regenerated
-from the whole edited yaml, as the lab's CPU build compiles them (USE_CUDA=0, no per-operator headers); they are never
-written to the tree. Sources for the backends such a build leaves out, and the unsharded copies of the shards
-(`*Everything.cpp`, which a build does not compile), are not. Neither is the autograd codegen's output: its shards hold
-every op's kernels (1-5 MB each), and the bypass's change there is the removal of the op's own.
+API into), the AOTInductor C shims (`c_shim_cpu.cpp`, ...); the autograd codegen's kernels (`VariableType_N.cpp`,
+`ADInplaceOrViewType_N.cpp`, `TraceType_N.cpp`), its autograd nodes (`Functions.cpp`) and the Python bindings
+(`python_torch_functions_N.cpp`, `python_variable_methods.cpp`, ..., which call the hand-written API). What each
+codegen generates for a function depends only on its entry, its group and its formulas, so the op's code in them is
+what it generates from the op's entries alone: the runs verify makes on the tree's entries (codegen.aten_on_entries,
+codegen.autograd_on_entries, kept in the build cache). Of their sources, those holding the op's code are compiled in
+the places a build writes them, against the headers regenerated from the whole edited yaml, as the lab's CPU build
+compiles them (USE_CUDA=0, no per-operator headers); the autograd sources with the headers of their own run, which
+number the op's autograd nodes as its sources do. They are never written to the tree. Sources for the backends such a
+build leaves out, and the unsharded copies of the shards (`*Everything.cpp`, which a build does not compile), are not.
 """
 from __future__ import annotations
 
 import re
+import sysconfig
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from codemod.capture.codegen import AOTI_SHIMS
+from codemod.capture.codegen import AOTI_SHIMS, AUTOGRAD_OUT
 from codemod.model.tree import TEMPLATES
 from codemod.plan.plan import Plan
 from codemod.verify.compile_check import NotCompiled, Unit
 
-# Where a build writes each directory of the run's outputs, relative to the tree.
-_PLACES = {"ATen": "build/aten/src/ATen", AOTI_SHIMS: "torch/csrc/inductor/aoti_torch/generated"}
+# Where a build writes each directory of the runs' outputs, relative to the tree.
+_PLACES = {"ATen": "build/aten/src/ATen", AOTI_SHIMS: "torch/csrc/inductor/aoti_torch/generated", AUTOGRAD_OUT: AUTOGRAD_OUT}
 _COMMENT = re.compile(rb"//[^\n]*|/\*.*?\*/", re.DOTALL)  # torchgen's boilerplate names ops in comments ("e.g. 'add'")
 # Dispatch keys (and shim devices) whose generated sources a CPU build (USE_CUDA=0) does not compile.
 _OTHER_BACKENDS = re.compile(r"CUDA|HIP|MPS|XPU|HPU|MTIA|XLA|Lazy|Vulkan|Metal", re.IGNORECASE)
-AUTOGRAD_NOT_COMPILED = NotCompiled(
-    "torch/csrc/autograd/generated/",
-    "the autograd codegen's sources (VariableType_N.cpp, ...) hold every op's kernels in shards of 1-5 MB; its run on "
-    "the edited yaml is checked, its output is not compiled",
-)
 
 
 @dataclass(frozen=True)
@@ -41,29 +39,52 @@ class GeneratedSources:
     not_compiled: list[NotCompiled]
 
 
-def units(entries_run: Path, headers_run: Path, plans: Sequence[Plan]) -> GeneratedSources:
-    """The sources in ENTRIES_RUN (torchgen's kept run on PLANS' entries as the tree holds them) that hold the ops' code,
-    as units in the places a build writes them; the sources for other backends, named as not compiled. HEADERS_RUN:
-    torchgen's `--generate headers` run the units compile against; the headers torchgen writes only with the sources
-    (ATen/ViewMetaClasses.h, ...) come with each unit that includes them, from ENTRIES_RUN."""
+def units(entries_run: Path, autograd_run: Path | None, headers_run: Path, plans: Sequence[Plan]) -> GeneratedSources:
+    """The sources in ENTRIES_RUN and AUTOGRAD_RUN (the kept runs of torchgen and of the autograd codegen on PLANS'
+    entries as the tree holds them; None: no autograd run) that hold the ops' code, as units in the places a build writes them; the sources
+    for other backends, and the Python bindings where Python's headers are missing, named as not compiled.
+    HEADERS_RUN: torchgen's `--generate headers` run the units compile against; the headers torchgen writes only with
+    the sources (ATen/ViewMetaClasses.h, ...) come with each unit that includes them, from ENTRIES_RUN."""
     ops = " ".join(plan.op for plan in plans)
     op_code = re.compile("|".join(rf"\b{re.escape(plan.op)}(?:_\w*)?\b" for plan in plans).encode())
-    found, other_backends = [], []
+    autograd_headers = _autograd_headers(autograd_run) if autograd_run is not None else ()
+    found, other_backends, no_python = [], [], []
     for directory, place in _PLACES.items():
-        for path in sorted((entries_run / directory).rglob("*.cpp")):
+        run = autograd_run if directory == AUTOGRAD_OUT else entries_run
+        for path in sorted((run / directory).rglob("*.cpp")) if run is not None else ():
             text = path.read_bytes()
             if path.stem.endswith("Everything") or not op_code.search(_COMMENT.sub(b"", text)):
                 continue
-            relative = f"{place}/{path.relative_to(entries_run / directory).as_posix()}"
+            relative = f"{place}/{path.relative_to(run / directory).as_posix()}"
             if _OTHER_BACKENDS.search(path.stem):
                 other_backends.append(relative)
-                continue
-            template = f"{TEMPLATES}/{path.name}"
-            edited = any(change.path == template for plan in plans for change in plan.changes)
-            what = f"generated from the edited {template}" if edited else "generated"
-            found.append(Unit(relative, text, what, template if edited else None, _companions(text, entries_run, headers_run)))
+            elif b"<Python.h>" in text and not _PYTHON_H.is_file():
+                no_python.append(relative)
+            elif directory == AUTOGRAD_OUT:
+                companions = (*autograd_headers, *_companions(text, entries_run, headers_run))
+                found.append(Unit(relative, text, "generated by the autograd codegen", None, companions))
+            else:
+                template = f"{TEMPLATES}/{path.name}"
+                edited = any(change.path == template for plan in plans for change in plan.changes)
+                what = f"generated from the edited {template}" if edited else "generated"
+                companions = _companions(text, entries_run, headers_run)
+                found.append(Unit(relative, text, what, template if edited else None, companions))
     why = f"torchgen's code for {ops} on a backend a CPU build (USE_CUDA=0) does not compile"
-    return GeneratedSources(found, [*(NotCompiled(path, why) for path in other_backends), AUTOGRAD_NOT_COMPILED])
+    without_python = f"the Python bindings of {ops}: Python's headers are not installed ({_PYTHON_H} is missing: python3-dev)"
+    not_compiled = [*(NotCompiled(path, why) for path in other_backends), *(NotCompiled(path, without_python) for path in no_python)]
+    return GeneratedSources(found, not_compiled)
+
+
+# The interpreter's C headers, which the Python bindings include; compile_check puts their directory on the path.
+_PYTHON_H = Path(sysconfig.get_paths()["include"]) / "Python.h"
+
+
+def _autograd_headers(autograd_run: Path) -> tuple[tuple[str, bytes], ...]:
+    """The headers of the autograd codegen's run on the entries, in their place: its sources are compiled with them
+    (its Functions.h numbers the op's autograd nodes as its VariableType_N.cpp uses them), and so is every installed
+    header that includes one."""
+    out = autograd_run / AUTOGRAD_OUT
+    return tuple((f"{AUTOGRAD_OUT}/{path.name}", path.read_bytes()) for path in sorted(out.glob("*.h")))
 
 
 def _companions(text: bytes, entries_run: Path, headers_run: Path) -> tuple[tuple[str, bytes], ...]:

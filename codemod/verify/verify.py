@@ -79,7 +79,7 @@ def verify(tree: Tree, plan: Plan, *more: Plan, compile: bool = True, ahead: Ahe
             try:
                 headers = compile_check.regenerate_headers(tree)
                 codegen_checks, entries = _entries_renamed(tree, overloads, Path(scratch, "aten"))
-                compiled = _compiled(tree, plans, headers, entries[0]) if compile else None
+                compiled = _compiled(tree, plans, headers, entries[0], overloads) if compile else None
             finally:
                 autograd = autograd_run.result()  # raises the autograd codegen's failure, before the others'
     codegen_checks += _not_run_again((
@@ -127,10 +127,18 @@ def _renamed_entries(generated: list, overloads: tuple[str, ...]) -> list[str]:
     ]
 
 
-def _compiled(tree: Tree, plans: tuple[Plan, ...], headers: compile_check.Headers, entries_run: Path) -> compile_check.CompileReport:
+def _compiled(
+    tree: Tree, plans: tuple[Plan, ...], headers: compile_check.Headers, entries_run: Path, overloads: tuple[str, ...]
+) -> compile_check.CompileReport:
     """The edited sources and the rewritten callers compiled, a guarded op's unit that uses every guarded function, and
-    the sources torchgen generates for the ops (ENTRIES_RUN: its run on their entries) that a CPU build compiles."""
-    generated = generated_units.units(entries_run, headers.root, plans)
+    the sources torchgen and the autograd codegen generate for the ops that a CPU build compiles (ENTRIES_RUN:
+    torchgen's run on their entries; the autograd codegen's run on them is made here, its verdict the whole yaml's)."""
+    try:
+        autograd_run, refused = codegen.autograd_on_entries(tree, _entries_in_tree(tree, overloads))[0], []
+    except codegen.CodegenFailed as failure:  # on the op's entries alone: the whole yaml's run is the verdict
+        why = f"the autograd codegen refuses the op's entries alone ({failure.exception.splitlines()[-1]}); its run on the whole edited yaml is checked"
+        autograd_run, refused = None, [compile_check.NotCompiled(f"{codegen.AUTOGRAD_OUT}/", why)]
+    generated = generated_units.units(entries_run, autograd_run, headers.root, plans)
     units = [*guarded_unit.units(plans), *generated.units]
     foreign = compile_check.foreign_torchgen(tree)
     if foreign is not None:  # the installed torch's headers are not what its code is generated for
@@ -143,7 +151,7 @@ def _compiled(tree: Tree, plans: tuple[Plan, ...], headers: compile_check.Header
         before = {change.path: change.before for change in combined_changes(plans)}
         headers_before = functools.partial(compile_check.regenerate_headers, tree, compile_check.CodegenInputs.read(tree.root, before))
         report = compile_check.check(tree, headers, plans, compile_check.Before(before, headers_before), units=units)
-    return dataclasses.replace(report, not_compiled=(*report.not_compiled, *generated.not_compiled))
+    return dataclasses.replace(report, not_compiled=(*report.not_compiled, *generated.not_compiled, *refused))
 
 
 @contextlib.contextmanager
