@@ -28,7 +28,10 @@ from codemod.verify.compile_check import NotCompiled, Unit
 
 # Where a build writes each directory of the runs' outputs, relative to the tree.
 _PLACES = {"ATen": "build/aten/src/ATen", AOTI_SHIMS: "torch/csrc/inductor/aoti_torch/generated", AUTOGRAD_OUT: AUTOGRAD_OUT}
-_COMMENT = re.compile(rb"//[^\n]*|/\*.*?\*/", re.DOTALL)  # torchgen's boilerplate names ops in comments ("e.g. 'add'")
+# What names an op without being its code: torchgen's boilerplate comments ("e.g. 'add'") and the preprocessor lines
+# of its templates (every shard includes ATen/ops/OP.h for each op of the run; python_torch_functions.cpp has
+# `#undef copysign`).
+_NOT_CODE = re.compile(rb"//[^\n]*|/\*.*?\*/|^[ \t]*#[^\n]*", re.DOTALL | re.MULTILINE)
 # Dispatch keys (and shim devices) whose generated sources a CPU build (USE_CUDA=0) does not compile.
 _OTHER_BACKENDS = re.compile(r"CUDA|HIP|MPS|XPU|HPU|MTIA|XLA|Lazy|Vulkan|Metal", re.IGNORECASE)
 
@@ -53,7 +56,7 @@ def units(entries_run: Path, autograd_run: Path | None, headers_run: Path, plans
         run = autograd_run if directory == AUTOGRAD_OUT else entries_run
         for path in sorted((run / directory).rglob("*.cpp")) if run is not None else ():
             text = path.read_bytes()
-            if path.stem.endswith("Everything") or not op_code.search(_COMMENT.sub(b"", text)):
+            if path.stem.endswith("Everything") or not op_code.search(_NOT_CODE.sub(b"", text)):
                 continue
             relative = f"{place}/{path.relative_to(run / directory).as_posix()}"
             if _OTHER_BACKENDS.search(path.stem):
