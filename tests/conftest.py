@@ -32,6 +32,9 @@ FIXTURES = REPO / "fixtures"
 SESSION_CACHE = cache.cache_dir()
 
 pytest_plugins = ["tests.sampling"]  # the session's sample seed: --sample-seed, --sample-all
+# The CLI and the codegen the tests run keep their bytecode, as installed Python does: a shell that sets this (some
+# CI images do) would have each of the suite's hundreds of `python -m codemod` compile the package from source again.
+os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
 
 
 OUTPUT_SCHEMA = jsonschema.Draft202012Validator(json.loads(SCHEMA.read_text()))

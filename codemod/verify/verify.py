@@ -136,7 +136,8 @@ def _compiled(
     try:
         autograd_run, refused = codegen.autograd_on_entries(tree, _entries_in_tree(tree, overloads))[0], []
     except codegen.CodegenFailed as failure:  # on the op's entries alone: the whole yaml's run is the verdict
-        why = f"the autograd codegen refuses the op's entries alone ({failure.exception.splitlines()[-1]}); its run on the whole edited yaml is checked"
+        reason = (failure.exception.splitlines() or ["no message"])[0]
+        why = f"the autograd codegen refuses the op's entries alone ({reason}); its run on the whole edited yaml is checked"
         autograd_run, refused = None, [compile_check.NotCompiled(f"{codegen.AUTOGRAD_OUT}/", why)]
     generated = generated_units.units(entries_run, autograd_run, headers.root, plans)
     units = [*guarded_unit.units(plans), *generated.units]
