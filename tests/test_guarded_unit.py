@@ -13,8 +13,7 @@ from codemod.model import native_yaml
 from codemod.model.errors import VerificationFailed
 from codemod.model.tree import NATIVE_FUNCTIONS, TEMPLATES, locate
 from codemod.plan.plan import make_plan
-from codemod.verify import guarded_unit
-from codemod.verify.verify import verify
+from codemod.verify import compile_check, guarded_unit
 from tests.conftest import TARGET_TREE, run_codemod
 
 # mul: (self, other); add: a Scalar alpha besides, which every function and method passes on
@@ -60,8 +59,10 @@ def test_a_fast_path_that_does_not_compile_in_the_tree_fails_verification_with_g
     written = header.read_text()
     assert "tensors.key_set()" in written
     header.write_text(written.replace("tensors.key_set()", "tensors.codemod_broken_key_set()"))
+    # compiled with the edited sources alone: the torchgen-generated units would each be compiled again against the
+    # changed header, and none of them instantiates the guard
     with pytest.raises(VerificationFailed) as failed:
-        verify(tree, plan)
+        compile_check.check(tree, compile_check.regenerate_headers(tree), [plan], units=guarded_unit.units([plan]))
     assert failed.value.exit_code == 1
     message = str(failed.value)
     assert f"{guarded_unit.PATH} (generated, not written to the tree:" in message

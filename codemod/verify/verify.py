@@ -79,7 +79,7 @@ def verify(tree: Tree, plan: Plan, *more: Plan, compile: bool = True, ahead: Ahe
             try:
                 headers = compile_check.regenerate_headers(tree)
                 codegen_checks, entries = _entries_renamed(tree, overloads, Path(scratch, "aten"))
-                compiled = _compiled(tree, plans, headers, entries[0], overloads) if compile else None
+                compiled = _compiled(tree, plans, headers, entries[0]) if compile else None
             finally:
                 autograd = autograd_run.result()  # raises the autograd codegen's failure, before the others'
     codegen_checks += _not_run_again((
@@ -127,19 +127,11 @@ def _renamed_entries(generated: list, overloads: tuple[str, ...]) -> list[str]:
     ]
 
 
-def _compiled(
-    tree: Tree, plans: tuple[Plan, ...], headers: compile_check.Headers, entries_run: Path, overloads: tuple[str, ...]
-) -> compile_check.CompileReport:
+def _compiled(tree: Tree, plans: tuple[Plan, ...], headers: compile_check.Headers, entries_run: Path) -> compile_check.CompileReport:
     """The edited sources and the rewritten callers compiled, a guarded op's unit that uses every guarded function, and
     the sources torchgen and the autograd codegen generate for the ops that a CPU build compiles (ENTRIES_RUN:
-    torchgen's run on their entries; the autograd codegen's run on them is made here, its verdict the whole yaml's)."""
-    try:
-        autograd_run, refused = codegen.autograd_on_entries(tree, _entries_in_tree(tree, overloads))[0], []
-    except codegen.CodegenFailed as failure:  # on the op's entries alone: the whole yaml's run is the verdict
-        reason = (failure.exception.splitlines() or ["no message"])[0]
-        why = f"the autograd codegen refuses the op's entries alone ({reason}); its run on the whole edited yaml is checked"
-        autograd_run, refused = None, [compile_check.NotCompiled(f"{codegen.AUTOGRAD_OUT}/", why)]
-    generated = generated_units.units(entries_run, autograd_run, headers.root, plans)
+    torchgen's run on their entries)."""
+    generated = generated_sources(tree, plans, headers, entries_run)
     units = [*guarded_unit.units(plans), *generated.units]
     foreign = compile_check.foreign_torchgen(tree)
     if foreign is not None:  # the installed torch's headers are not what its code is generated for
@@ -152,7 +144,28 @@ def _compiled(
         before = {change.path: change.before for change in combined_changes(plans)}
         headers_before = functools.partial(compile_check.regenerate_headers, tree, compile_check.CodegenInputs.read(tree.root, before))
         report = compile_check.check(tree, headers, plans, compile_check.Before(before, headers_before), units=units)
-    return dataclasses.replace(report, not_compiled=(*report.not_compiled, *generated.not_compiled, *refused))
+    return dataclasses.replace(report, not_compiled=(*report.not_compiled, *generated.not_compiled))
+
+
+def generated_sources(
+    tree: Tree, plans: Sequence[Plan], headers: compile_check.Headers, entries_run: Path | None = None,
+) -> generated_units.GeneratedSources:
+    """What the codegen generates for PLANS' ops that a CPU build compiles, as units (generated_units.py), from
+    torchgen's run on their entries as the tree holds them (ENTRIES_RUN; made here when None) and the autograd codegen's,
+    made here; where the latter refuses the entries alone, its sources are named as not compiled (its run on the whole
+    edited yaml is the verdict)."""
+    overloads = tuple(name for plan in plans for name in plan.overloads)
+    entries = _entries_in_tree(tree, overloads)
+    with tempfile.TemporaryDirectory(prefix="codemod-entries-") as scratch:
+        entries_run = entries_run or codegen.aten_on_entries(tree, entries, Path(scratch))[0]
+    try:
+        autograd_run, refused = codegen.autograd_on_entries(tree, entries)[0], []
+    except codegen.CodegenFailed as failure:
+        reason = (failure.exception.splitlines() or ["no message"])[0]
+        why = f"the autograd codegen refuses the op's entries alone ({reason}); its run on the whole edited yaml is checked"
+        autograd_run, refused = None, [compile_check.NotCompiled(f"{codegen.AUTOGRAD_OUT}/", why)]
+    generated = generated_units.units(entries_run, autograd_run, headers.root, plans)
+    return dataclasses.replace(generated, not_compiled=[*generated.not_compiled, *refused])
 
 
 @contextlib.contextmanager
