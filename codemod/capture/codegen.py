@@ -307,7 +307,9 @@ def autograd(tree: Tree, out_dir: Path) -> tuple[Path, bool]:
     build cache's entry of the run (named by its inputs), and whether the same inputs ran clean before, in which case
     it is not run again and OUT_DIR is not written."""
     args = [str(tree.path(NATIVE_FUNCTIONS)), str(tree.path(TAGS)), str(out_dir)]
-    module, code, run_in = _autograd_code(tree, {})
+    module, code = _autograd_code(tree)
+    # a checkout's own directory holds the tree's formulas; the installed codegen's is given the tree's
+    run_in = contextlib.nullcontext(code) if tree.has_own_autograd else _autograd_dir(tree, code, {})
     inputs = files(tree.path(NATIVE_FUNCTIONS), tree.path(TAGS), tree.path(DERIVATIVES), tree.path(DEPRECATED), code)
 
     def generate(_: Path) -> None:  # its outputs go to OUT_DIR, not into the cache: nothing reads them
@@ -340,12 +342,14 @@ def autograd_on_entries(tree: Tree, native_yaml_text: str) -> tuple[Path, bool]:
     installed torch's, with its tags), and the entries of derivatives.yaml and deprecated.yaml that name their
     functions (what it generates for a function depends on those alone): the build cache's entry of the run, its
     outputs under AUTOGRAD_OUT, and whether it was kept."""
-    _, code, _ = _autograd_code(tree, {})
+    module, code = _autograd_code(tree)
     names = {entry.name for entry in native_yaml.load("entries", native_yaml_text).entries}
     bound = set(_METHOD_BINDING.findall((code / _METHODS_TEMPLATE).read_text())) if (code / _METHODS_TEMPLATE).is_file() else set()
     yaml_texts, tags = [native_yaml_text], native_yaml.parse(TAGS, tree.path(TAGS).read_text()) or []
     installed = installed_torchgen() / "packaged" / "ATen" / "native"
     for native, more_tags in ((tree.path(NATIVE_FUNCTIONS), None), (installed / "native_functions.yaml", installed / "tags.yaml")):
+        if not bound:  # the tree has them all: the installed yaml is not read
+            break
         doc = native_yaml.load(NATIVE_FUNCTIONS, native.read_text())
         found = [entry for entry in doc.entries if entry.base in bound and entry.name not in names]
         if found and more_tags is not None:
@@ -358,7 +362,7 @@ def autograd_on_entries(tree: Tree, native_yaml_text: str) -> tuple[Path, bool]:
     bases = {name.split(".")[0] for name in names}
     derivatives = _entries_of(tree, DERIVATIVES, lambda name: name in names)
     deprecated = _entries_of(tree, DEPRECATED, lambda name: name.split(".")[0] in bases)
-    module, code, run_in = _autograd_code(tree, {"derivatives.yaml": derivatives, "deprecated.yaml": deprecated})
+    run_in = _autograd_dir(tree, code, {"derivatives.yaml": derivatives, "deprecated.yaml": deprecated})
     inputs = [_AUTOGRAD_AND_BINDINGS, native_yaml_text, tags_text, derivatives, deprecated, *files(code)]
 
     def generate(kept: Path) -> None:
@@ -383,17 +387,13 @@ def _entries_of(tree: Tree, relative: str, wanted: Callable[[str], bool]) -> str
     return json.dumps(kept)
 
 
-def _autograd_code(tree: Tree, replaced: Mapping[str, str]) -> tuple[str, Path, contextlib.AbstractContextManager[Path]]:
-    """The module of the tree's autograd codegen (its own, else the installed one's), its code, and the directory of
-    its formulas and templates for a run with REPLACED's files (by name, their text) in place of the tree's."""
+def _autograd_code(tree: Tree) -> tuple[str, Path]:
+    """The module of the tree's autograd codegen (its own, else the installed one's) and its code's directory."""
     if tree.has_own_autograd:
-        module, code = "tools.autograd.gen_autograd", tree.path(AUTOGRAD_DIR)
-    else:
-        import torchgen.packaged.autograd as packaged
+        return "tools.autograd.gen_autograd", tree.path(AUTOGRAD_DIR)
+    import torchgen.packaged.autograd as packaged
 
-        module, code = "torchgen.packaged.autograd.gen_autograd", Path(packaged.__path__[0])
-    in_place = tree.has_own_autograd and not replaced  # a checkout's own directory holds the tree's formulas
-    return module, code, contextlib.nullcontext(code) if in_place else _autograd_dir(tree, code, replaced)
+    return "torchgen.packaged.autograd.gen_autograd", Path(packaged.__path__[0])
 
 
 @contextlib.contextmanager

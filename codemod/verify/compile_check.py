@@ -929,10 +929,14 @@ def _kept_flags(arguments: list[str], directory: Path) -> tuple[str, ...]:
     return tuple(kept)
 
 
+# The interpreter's C headers (Python.h), which the Python bindings generated_units.py compiles include.
+PYTHON_INCLUDE = Path(sysconfig.get_paths()["include"])
+
+
 def _installed_include_dirs() -> list[Path]:
-    """The installed torch's headers, and the interpreter's (Python.h, for the Python bindings generated_units.py compiles)."""
+    """The installed torch's headers, and the interpreter's."""
     torch = compiler.torch_dir()
-    return [torch / "include", torch / "include/torch/csrc/api/include", Path(sysconfig.get_paths()["include"])]
+    return [torch / "include", torch / "include/torch/csrc/api/include", PYTHON_INCLUDE]
 
 
 def _generated_operator_header(name: str, path: Path) -> bool:

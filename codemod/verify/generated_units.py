@@ -16,7 +16,6 @@ build leaves out, and the unsharded copies of the shards (`*Everything.cpp`, whi
 from __future__ import annotations
 
 import re
-import sysconfig
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,7 +23,7 @@ from pathlib import Path
 from codemod.capture.codegen import AOTI_SHIMS, AUTOGRAD_OUT
 from codemod.model.tree import TEMPLATES
 from codemod.plan.plan import Plan
-from codemod.verify.compile_check import NotCompiled, Unit
+from codemod.verify.compile_check import PYTHON_INCLUDE, NotCompiled, Unit
 
 # Where a build writes each directory of the runs' outputs, relative to the tree.
 _PLACES = {"ATen": "build/aten/src/ATen", AOTI_SHIMS: "torch/csrc/inductor/aoti_torch/generated", AUTOGRAD_OUT: AUTOGRAD_OUT}
@@ -78,8 +77,7 @@ def units(entries_run: Path, autograd_run: Path | None, headers_run: Path, plans
     return GeneratedSources(found, not_compiled)
 
 
-# The interpreter's C headers, which the Python bindings include; compile_check puts their directory on the path.
-_PYTHON_H = Path(sysconfig.get_paths()["include"]) / "Python.h"
+_PYTHON_H = PYTHON_INCLUDE / "Python.h"  # on compile_check's include path
 
 
 def _autograd_headers(autograd_run: Path) -> tuple[tuple[str, bytes], ...]:

@@ -156,8 +156,9 @@ def generated_sources(
     edited yaml is the verdict)."""
     overloads = tuple(name for plan in plans for name in plan.overloads)
     entries = _entries_in_tree(tree, overloads)
-    with tempfile.TemporaryDirectory(prefix="codemod-entries-") as scratch:
-        entries_run = entries_run or codegen.aten_on_entries(tree, entries, Path(scratch))[0]
+    if entries_run is None:
+        with tempfile.TemporaryDirectory(prefix="codemod-entries-") as scratch:
+            entries_run = codegen.aten_on_entries(tree, entries, Path(scratch))[0]
     try:
         autograd_run, refused = codegen.autograd_on_entries(tree, entries)[0], []
     except codegen.CodegenFailed as failure:
