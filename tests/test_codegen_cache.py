@@ -14,7 +14,8 @@ import pytest
 
 from codemod.capture import codegen
 from codemod.model.errors import VerificationFailed
-from codemod.model.tree import locate
+from codemod.model.tree import TEMPLATES, locate
+from codemod.verify import compile_check
 from tests.conftest import REPO
 
 FROM_CACHE = "ran clean before on the same inputs (build cache), not run again"
@@ -70,6 +71,32 @@ def test_codegen_runs_once_per_set_of_inputs(target_tree: Path, tmp_path: Path) 
     assert loader_runs(edited) == 0  # the yaml and tags are those it accepted: the template is not its input
     assert f"verified: torchgen on the whole yaml, torchgen on the op's entries: {PLANNED}" in edited.stderr
     assert f"verified: the autograd codegen: {FROM_CACHE}" in edited.stderr
+
+
+def test_the_python_a_run_keys_is_the_interpreter_not_the_name_that_started_it(target_tree: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The README's first command runs `codemod` (a venv's python3), the tests `python -m codemod`: one interpreter by two
+    names, whose runs the tests find in the cache that command filled."""
+    tree = locate(target_tree)
+    as_started = codegen.torchgen_code(tree)
+    alias = tmp_path / "python3"
+    alias.symlink_to(sys.executable)
+    monkeypatch.setattr(sys, "executable", str(alias))
+    assert codegen.torchgen_code(tree) == as_started
+
+
+def test_compiles_are_keyed_by_the_headers_bytes_not_by_the_inputs_that_made_them(target_tree: Path, tmp_path: Path) -> None:
+    """A source template (Functions.cpp) is an input of torchgen's headers run but not of any header: edited, its
+    headers are the same, and so are the records of every compile that read them; a header template is another state."""
+    def headers(edit: str) -> compile_check.Headers:
+        tree = shutil.copytree(target_tree, tmp_path / edit.replace("/", "_"))
+        template = tree / TEMPLATES / edit
+        template.write_text(template.read_text() + "// one more line\n")
+        return compile_check.regenerate_headers(locate(tree))
+
+    source_edited, header_edited = headers("Functions.cpp"), headers("Functions.h")
+    untouched = compile_check.regenerate_headers(locate(target_tree))
+    assert source_edited.root != untouched.root and source_edited.digest == untouched.digest
+    assert header_edited.digest != untouched.digest
 
 
 def test_no_verify_runs_no_codegen(target_tree: Path, tmp_path: Path) -> None:

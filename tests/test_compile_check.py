@@ -114,6 +114,15 @@ def built_copy(checkout: Path, where: Path) -> Path:
     return tree
 
 
+def compiling_copy(checkout: Path, where: Path) -> Path:
+    """A built copy of CHECKOUT where every source compiles: no vendor caller, the static runtime as target_tree/ has it.
+    Its other files, headers and flags are those of the CLI run's copy: their compiles are found in the build cache."""
+    tree = built_copy(checkout, where)
+    (tree / VENDOR_CALLER).unlink()
+    shutil.copy(TARGET_TREE / STATIC_RUNTIME, tree / STATIC_RUNTIME)
+    return tree
+
+
 @pytest.fixture(scope="module")
 def bypassed(checkout: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[dict, str]:
     """`codemod bypass mul --json` on a built copy of the checkout: (report, stderr)."""
@@ -251,7 +260,7 @@ def test_a_hand_written_definition_whose_parameters_drifted_is_the_undefined_sym
     # the fixture's vendor caller and static runtime do not compile: what they define is unknown, so nothing is judged
     (link,) = [line for line in report["unchecked"] if line.startswith(f"{compile_check.LINK}: ")]
     assert VENDOR_CALLER in link and STATIC_RUNTIME in link and "not compiled, so what they define is unknown" in link
-    located = locate(full_tree(tmp_path, {}))  # where every source compiles
+    located = locate(compiling_copy(checkout, tmp_path / "tree"))
     plan = make_plan(located, "mul")
     journal.apply(located, [plan])
     report = verify(located, plan=plan)

@@ -203,12 +203,13 @@ def test_a_caller_reaching_a_removed_function_through_a_macro_fails_the_bypass(t
 def test_a_kernel_under_ifdef_is_named_as_not_compiled(tmp_path_factory: pytest.TempPathFactory) -> None:
     tree = slim_copy(tmp_path_factory, "ifdef")
     binary_ops = tree / BINARY_OPS
-    kernel = "TORCH_IMPL_FUNC(fmax_out) (const Tensor& self, const Tensor& other, const Tensor& result) {\n"
+    # mul: the README's op, whose generated code and other edited files are compiled for the same bytes before
+    kernel = "TORCH_IMPL_FUNC(mul_out) (\n  const Tensor& self, const Tensor& other, const Tensor& result\n) {\n"
     text = binary_ops.read_text()
     start = text.index(kernel)
     end = text.index("}\n", start) + 2
     binary_ops.write_text(text[:start] + "#ifdef USE_FOO\n" + text[start:end] + "#endif\n" + text[end:])
-    result = run_codemod("bypass", "fmax", "--tree", str(tree), "--no-build")
+    result = run_codemod("bypass", "mul", "--tree", str(tree), "--no-build")
     assert result.returncode == 0, result.stderr
     assert not any(BINARY_OPS in line for line in verified_lines(result.stderr))
     after = binary_ops.read_text().splitlines()
@@ -217,7 +218,7 @@ def test_a_kernel_under_ifdef_is_named_as_not_compiled(tmp_path_factory: pytest.
     found = re.search(rf"not compiled: {BINARY_OPS}: lines ([-\d, ]+), {re.escape(reason)}", result.stderr)
     assert found is not None, result.stderr
     lines = [int(n) for n in re.findall(r"\d+", found[1])]
-    assert all(n in branch for n in lines) and any("@codemod-bypass fmax" in after[n - 1] for n in branch)
+    assert all(n in branch for n in lines) and any("@codemod-bypass mul" in after[n - 1] for n in branch)
 
 
 def test_a_caller_left_out_in_review_fails_the_bypass_and_status_says_where(tmp_path_factory: pytest.TempPathFactory) -> None:

@@ -179,6 +179,12 @@ def kept_aten(tree: Tree, source_dir: Path, *extra: str, scratch_paths: dict[Pat
 _RAN_CLEAN = ".ran-clean.json"
 
 
+def outputs_digest(kept: Path) -> str:
+    """The digest of what the kept run KEPT generated (its outputs' names and bytes), whatever inputs made it: runs on
+    inputs that differ only where the outputs do not (a source template, for a run of headers) count as one."""
+    return cache.digest((kept / _RAN_CLEAN).read_bytes())
+
+
 def _once(kind: str, inputs: list[bytes | str], generate: Callable[[Path], None]) -> tuple[Path, bool]:
     """The build cache's entry of a run on INPUTS, made by GENERATE(its directory) unless a clean run of the same
     inputs made it before (a failing run keeps nothing), and whether one had. A kept entry is trusted only when every
@@ -197,10 +203,11 @@ def _once(kind: str, inputs: list[bytes | str], generate: Callable[[Path], None]
 
 
 def torchgen_code(tree: Tree) -> list[bytes | str]:
-    """The code of the torchgen the tree's codegen runs (its own, else the installed one), and the Python it runs in."""
+    """The code of the torchgen the tree's codegen runs (its own, else the installed one), and the Python it runs in:
+    the interpreter itself, not the name it was started by (`codemod` runs as a venv's python3, the tests as python)."""
     torchgen = _torchgen_dir(tree)
     code = [p for p in sorted(torchgen.rglob("*.py")) if "packaged" not in p.relative_to(torchgen).parts] if torchgen else []
-    return [tree.python, sys.version, cache.installed_version("PyYAML"), *files(*code)]
+    return [os.path.realpath(tree.python), sys.version, cache.installed_version("PyYAML"), *files(*code)]
 
 
 def _torchgen_dir(tree: Tree) -> Path | None:

@@ -115,7 +115,7 @@ GENERATED_PCH_USERS = 5
 @dataclass(frozen=True)
 class Headers:
     root: Path  # holds ATen/...: the first include directory
-    digest: str
+    digest: str  # of the headers' bytes: a compile's record holds across edits that leave them as they were
     from_cache: bool = False  # generated from the same inputs before: torchgen did not run again
     per_operator: bool = False  # torchgen's per-operator layout: compiled with AT_PER_OPERATOR_HEADERS, as PyTorch's build does
     # the same inputs' headers in the per-operator layout, generated on the first call
@@ -260,7 +260,7 @@ def regenerate_headers(tree: Tree, inputs: CodegenInputs | None = None, per_oper
         inputs.write(Path(scratch))
         kept, from_cache = codegen.kept_aten(tree, Path(scratch), "--generate", "headers", *layout)
     in_operator_layout = None if per_operator else functools.partial(regenerate_headers, tree, inputs, per_operator=True)
-    return Headers(kept, kept.name, from_cache, per_operator, in_operator_layout)
+    return Headers(kept, codegen.outputs_digest(kept), from_cache, per_operator, in_operator_layout)
 
 
 def slim_tree(tree: Tree) -> str | None:
