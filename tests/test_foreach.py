@@ -217,6 +217,26 @@ def test_the_bypass_runs_each_codegen_once_on_the_planned_bytes(tree, tmp_path):
     assert '("_foreach_mul", "List")' in (root / GEN_VARIABLE_TYPE).read_text()
 
 
+def test_a_second_plan_on_the_same_inputs_finds_the_cascade_kept(tree, tmp_path):
+    """The loader's verdict and the exemption edit are kept in the build cache by every input: a second dry run of the
+    same op runs neither the loader nor libcst and prints the same patch; an edit of the autograd codegen, one of the
+    inputs, runs the loader again."""
+    root = shutil.copytree(tree.root, tmp_path / "tree")
+
+    def loader_runs_of_a_dry_run() -> tuple[int, subprocess.CompletedProcess[str]]:
+        run = bypass_mul(root, tmp_path / "cache", "--dry-run")
+        assert run.returncode == 0, run.stderr
+        return run.stderr.count("def reference_name(name)"), run  # in the loader's script, which -v prints after its `$`
+
+    (first, planned), (again, replanned) = loader_runs_of_a_dry_run(), loader_runs_of_a_dry_run()
+    assert (first, again) == (1, 0)
+    assert "foreach cascade: the tree's autograd loader on the foreach entries: kept from an earlier run (build cache)" in replanned.stderr
+    assert replanned.stdout == planned.stdout and f"diff --git a/{GEN_VARIABLE_TYPE}" in planned.stdout  # the exemption, as first planned
+    codegen = root / GEN_VARIABLE_TYPE
+    codegen.write_text(codegen.read_text() + "# one more line\n")
+    assert loader_runs_of_a_dry_run()[0] == 1
+
+
 def test_a_result_the_autograd_codegen_refuses_is_not_written(tree, tmp_path):
     """A gen_variable_type.py that rebinds the exemption set after the literal the planner edits: the tree as it is
     passes the autograd codegen, the bypass's result does not. Exit 1, every byte as it was, --dry-run too."""

@@ -314,7 +314,7 @@ def autograd(tree: Tree, out_dir: Path) -> tuple[Path, bool]:
     build cache's entry of the run (named by its inputs), and whether the same inputs ran clean before, in which case
     it is not run again and OUT_DIR is not written."""
     args = [str(tree.path(NATIVE_FUNCTIONS)), str(tree.path(TAGS)), str(out_dir)]
-    module, code = _autograd_code(tree)
+    module, code = autograd_code(tree)
     # a checkout's own directory holds the tree's formulas; the installed codegen's is given the tree's
     run_in = contextlib.nullcontext(code) if tree.has_own_autograd else _autograd_dir(tree, code, {})
     inputs = files(tree.path(NATIVE_FUNCTIONS), tree.path(TAGS), tree.path(DERIVATIVES), tree.path(DEPRECATED), code)
@@ -349,7 +349,7 @@ def autograd_on_entries(tree: Tree, native_yaml_text: str) -> tuple[Path, bool]:
     installed torch's, with its tags), and the entries of derivatives.yaml and deprecated.yaml that name their
     functions (what it generates for a function depends on those alone): the build cache's entry of the run, its
     outputs under AUTOGRAD_OUT, and whether it was kept."""
-    module, code = _autograd_code(tree)
+    module, code = autograd_code(tree)
     names = {entry.name for entry in native_yaml.load("entries", native_yaml_text).entries}
     bound = set(_METHOD_BINDING.findall((code / _METHODS_TEMPLATE).read_text())) if (code / _METHODS_TEMPLATE).is_file() else set()
     yaml_texts, tags = [native_yaml_text], native_yaml.parse(TAGS, tree.path(TAGS).read_text()) or []
@@ -394,7 +394,7 @@ def _entries_of(tree: Tree, relative: str, wanted: Callable[[str], bool]) -> str
     return json.dumps(kept)
 
 
-def _autograd_code(tree: Tree) -> tuple[str, Path]:
+def autograd_code(tree: Tree) -> tuple[str, Path]:
     """The module of the tree's autograd codegen (its own, else the installed one's) and its code's directory."""
     if tree.has_own_autograd:
         return "tools.autograd.gen_autograd", tree.path(AUTOGRAD_DIR)

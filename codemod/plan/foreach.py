@@ -17,15 +17,19 @@ from __future__ import annotations
 import json
 import subprocess
 import tempfile
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import libcst as cst
-from libcst.metadata import MetadataWrapper, PositionProvider
-
+from codemod.capture import codegen
+from codemod.model import cache, progress
 from codemod.model.edits import Edit, line_starts
 from codemod.model.errors import BadInput
 from codemod.model.tree import DERIVATIVES, GEN_VARIABLE_TYPE, NATIVE_FUNCTIONS, TAGS, Tree
+
+if TYPE_CHECKING:  # libcst takes half a second to import: only a plan whose exemption edit is not kept loads it
+    import libcst as cst
+    from libcst.metadata import MetadataWrapper
 
 EXEMPT_SET = "_foreach_ops_without_differentiability_info"
 
@@ -149,6 +153,7 @@ def foreach_autograd_losses(tree: Tree, edited_derivatives: str, whole_files: bo
                 str(tree.path(NATIVE_FUNCTIONS)), str(tree.path(TAGS)),
                 str(tree.path(DERIVATIVES)), str(edited), scratch,
                 "whole" if whole_files else "reduced"]
+        progress.command(argv)
         run = subprocess.run(argv, env=tree.python_env(), cwd=scratch,
                              capture_output=True, text=True)
     if run.returncode != 0:
@@ -174,6 +179,9 @@ def exemption_key(overload: str) -> tuple[str, str]:
 
 
 def _find_exempt_set(module: cst.Module) -> tuple[MetadataWrapper, cst.Set]:
+    import libcst as cst
+    from libcst.metadata import MetadataWrapper
+
     wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
     for statement in module.body:
         if not isinstance(statement, cst.SimpleStatementLine):
@@ -192,6 +200,8 @@ def _find_exempt_set(module: cst.Module) -> tuple[MetadataWrapper, cst.Set]:
 
 
 def _existing_keys(node: cst.Set) -> set[tuple[str, ...]]:
+    import libcst as cst
+
     keys = set()
     for element in node.elements:
         value = element.value
@@ -213,6 +223,9 @@ def exempt_foreach_ops(tree: Tree, overloads: list[str], op: str | None = None) 
             f"so it cannot exempt {', '.join(sorted(set(overloads)))} which lose their "
             "derivatives.yaml formula; run on a full checkout that has tools/autograd/"
         )
+    import libcst as cst
+    from libcst.metadata import PositionProvider
+
     data = path.read_bytes()
     text = data.decode()
     wrapper, node = _find_exempt_set(cst.parse_module(text))
@@ -254,3 +267,29 @@ def exempt_foreach_ops(tree: Tree, overloads: list[str], op: str | None = None) 
             " " if not isinstance(node.elements[-1].comma, cst.MaybeSentinel) else ", ")
         edits.append(Edit(GEN_VARIABLE_TYPE, at, at, lead + ", ".join(rendered), why))
     return edits
+
+
+@dataclass(frozen=True)
+class _Cascade:
+    ops: list[str]
+    edits: list[Edit]
+
+
+def cascade(tree: Tree, op: str, edited_derivatives: str) -> tuple[list[str], list[Edit]]:
+    """The foreach ops that lose a formula with EDITED_DERIVATIVES, and the edit that exempts them: kept in the build
+    cache by every input (the yaml, the tags, both derivatives files, the autograd codegen and torchgen it runs, our
+    code), so a second plan of the same op runs neither the tree's loader nor libcst."""
+    what = "foreach cascade: the tree's autograd loader on the foreach entries"
+    _, code = codegen.autograd_code(tree)
+    inputs = [op, tree.path(NATIVE_FUNCTIONS).read_bytes(), tree.path(TAGS).read_bytes(), tree.path(DERIVATIVES).read_bytes(), edited_derivatives,
+              *codegen.files(code), *codegen.torchgen_code(tree), cache.own_code()]
+    kept = cache.cache_dir() / "foreach" / f"{cache.digest(*inputs)[:24]}.json"
+    found = cache.kept_json(kept, _Cascade)  # None: none, truncated or corrupt, found again
+    if found is not None:
+        progress.kept(what)
+        return found["ops"], [Edit(**edit) for edit in found["edits"]]
+    with progress.step(what):
+        ops = foreach_ops_losing_autograd(tree, edited_derivatives)
+    edits = exempt_foreach_ops(tree, ops, op) if ops else []
+    cache.publish_text(kept, json.dumps({"ops": ops, "edits": [asdict(edit) for edit in edits]}))
+    return ops, edits

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from codemod.capture import capture as capture_step
 from codemod.capture.capture import Capture
-from codemod.model import exact_text, native_yaml, progress
+from codemod.model import exact_text, native_yaml
 from codemod.model.edits import Edit, apply_edits
 from codemod.model.native_yaml import OpGroup
 from codemod.model.tree import DERIVATIVES, NATIVE_FUNCTIONS, Tree
@@ -123,11 +123,9 @@ def _guarded_plan(tree: Tree, op: str, overloads: tuple[str, ...], edits: list[E
 
 def _foreach_cascade(tree: Tree, op: str, edited_derivatives: str) -> tuple[list[str], list[Edit]]:
     """Foreach ops that reuse a removed formula, and the autograd codegen edit that exempts them."""
-    from codemod.plan import foreach  # imports libcst (half a second): only a plan of the formulas loads it
+    from codemod.plan import foreach  # the tree's autograd loader, and libcst where its edit is not kept
 
-    with progress.step("foreach cascade: the tree's autograd loader on the foreach entries"):
-        ops = foreach.foreach_ops_losing_autograd(tree, edited_derivatives)
-    return ops, (foreach.exempt_foreach_ops(tree, ops, op) if ops else [])
+    return foreach.cascade(tree, op, edited_derivatives)
 
 
 def _changes(tree: Tree, edits: list[Edit]) -> tuple[FileChange, ...]:
