@@ -84,7 +84,7 @@ RUN_TO_RUN: tuple[tuple[str, str | Callable], ...] = (
 # printed one runs again, and the pages show that second run: what a run with the cache filled prints.
 COLD_CACHE = (
     r"(?m)^capture: .*: \d+\.\d s$",  # a kept capture says "kept from an earlier run (build cache)"
-    r"(?m)^foreach cascade: .*: \d+\.\d s$",  # so does a kept cascade
+    r"(?m)^foreach cascade of .*: \d+\.\d s$",  # so does a kept cascade
     r"(?m)^precompile ",
     r": compiled in \d",  # a kept build: "cache hit in"
     r"(?m)^torchgen checks the whole native_functions\.yaml",

@@ -230,7 +230,7 @@ def test_a_second_plan_on_the_same_inputs_finds_the_cascade_kept(tree, tmp_path)
 
     (first, planned), (again, replanned) = loader_runs_of_a_dry_run(), loader_runs_of_a_dry_run()
     assert (first, again) == (1, 0)
-    assert "foreach cascade: the tree's autograd loader on the foreach entries: kept from an earlier run (build cache)" in replanned.stderr
+    assert "foreach cascade of mul: the tree's autograd loader on the foreach entries: kept from an earlier run (build cache)" in replanned.stderr
     assert replanned.stdout == planned.stdout and f"diff --git a/{GEN_VARIABLE_TYPE}" in planned.stdout  # the exemption, as first planned
     codegen = root / GEN_VARIABLE_TYPE
     codegen.write_text(codegen.read_text() + "# one more line\n")

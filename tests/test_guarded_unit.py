@@ -21,7 +21,7 @@ SIGNATURES = {"mul": "const at::Tensor & self, const at::Tensor & other", "add":
 
 
 @pytest.mark.parametrize("op", sorted(SIGNATURES))
-def test_the_unit_using_every_guarded_function_compiles_in_the_tree(tree: Path, op: str) -> None:
+def test_the_unit_uses_every_guarded_function_as_its_declaration_and_the_generated_code_call_it(tree: Path, op: str) -> None:
     (unit,) = guarded_unit.units([make_plan(locate(tree), op, guarded=True)])
     text = unit.text.decode()
     assert f"decltype(auto) {op}_0({SIGNATURES[op]}) {{" in text  # the parameters of the op's own declaration
@@ -35,17 +35,26 @@ def test_the_unit_using_every_guarded_function_compiles_in_the_tree(tree: Path, 
     for name in redispatched:
         assert f"  return at::redispatch::{name}(dispatchKeySet, " in text
 
-    run = run_codemod("bypass", op, "--tree", str(tree), "--guarded", "--no-build")
+
+def test_the_unit_compiles_in_the_tree(tree: Path) -> None:
+    """Guarded mul through the CLI (the docs' guarded example: their compiles are shared); add's unit, with the Scalar
+    its functions pass on, is compiled by test_any_order.py's stack, on top of plain bypasses."""
+    run = run_codemod("bypass", "mul", "--tree", str(tree), "--guarded", "--no-build")
     assert run.returncode == 0, run.stderr
+    assert_unit_compiled(run.stderr, "mul")
+    assert not tree.joinpath(guarded_unit.PATH).exists()
+
+
+def assert_unit_compiled(stderr: str, op: str) -> None:
+    """STDERR (of a guarded bypass of OP) says the unit using every guarded function of OP compiled, never not."""
     used = f"at::{op}, at::{op}_out, at::{op}_outf, Tensor::{op}, Tensor::{op}_"
     renamed = f"at::redispatch::{op}, at::redispatch::{op}_, at::redispatch::{op}_out, at::redispatch::{op}_outf"
-    (verified,) = [line for line in run.stderr.splitlines() if line.startswith("verified: g++")]
+    (verified,) = [line for line in stderr.splitlines() if line.startswith("verified: g++")]
     assert (
         f"compiles {guarded_unit.PATH} (generated, not written to the tree: includes the regenerated ATen/Functions.h and calls {used}, each "
         f"through its guard; includes ATen/RedispatchFunctions.h and calls {renamed}, as generated code calls them)"
     ) in verified
-    assert guarded_unit.PATH not in "".join(line for line in run.stderr.splitlines() if line.startswith("not compiled:"))
-    assert not tree.joinpath(guarded_unit.PATH).exists()
+    assert guarded_unit.PATH not in "".join(line for line in stderr.splitlines() if line.startswith("not compiled:"))
 
 
 def test_a_fast_path_that_does_not_compile_in_the_tree_fails_verification_with_gxxs_reason(tmp_path: Path) -> None:

@@ -279,7 +279,7 @@ def cascade(tree: Tree, op: str, edited_derivatives: str) -> tuple[list[str], li
     """The foreach ops that lose a formula with EDITED_DERIVATIVES, and the edit that exempts them: kept in the build
     cache by every input (the yaml, the tags, both derivatives files, the autograd codegen and torchgen it runs, our
     code), so a second plan of the same op runs neither the tree's loader nor libcst."""
-    what = "foreach cascade: the tree's autograd loader on the foreach entries"
+    what = f"foreach cascade of {op}: the tree's autograd loader on the foreach entries"
     _, code = codegen.autograd_code(tree)
     inputs = [op, tree.path(NATIVE_FUNCTIONS).read_bytes(), tree.path(TAGS).read_bytes(), tree.path(DERIVATIVES).read_bytes(), edited_derivatives,
               *codegen.files(code), *codegen.torchgen_code(tree), cache.own_code()]
