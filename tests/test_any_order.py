@@ -316,7 +316,7 @@ def test_several_ops_in_one_command_one_transaction(tmp_path: Path) -> None:
 
 def test_a_small_stack_with_full_verification(tree: Path) -> None:
     """The README's main job (plain mul), plain div and atan2 in one command (the tree's codegen once for both ops) and
-    guarded add (its unit of guarded functions passes a Scalar on: test_guarded_unit.py's other signature), each
+    guarded sub (its unit of guarded functions passes a Scalar on: test_guarded_unit.py's other signature), each
     verified in full (compile against libtorch, the tree's codegen, the compile check), then reverted in another order:
     byte-identical. The first two are what test_slim_compile.py verifies: the build cache shares them."""
     expected = state(tree)
@@ -325,10 +325,10 @@ def test_a_small_stack_with_full_verification(tree: Path) -> None:
         assert plain.returncode == 0, plain.stderr
     assert plain.stderr.count("verified: autograd codegen ran clean") == 1
     assert "at::__dispatch_div" in plain.stderr and "at::__dispatch_atan2" in plain.stderr
-    guarded = run_codemod("bypass", "add", "--guarded", "--tree", str(tree))
+    guarded = run_codemod("bypass", "sub", "--guarded", "--tree", str(tree))
     assert guarded.returncode == 0, guarded.stderr
-    assert_unit_compiled(guarded.stderr, "add")
-    for op in ("mul", "add", "atan2", "div"):
+    assert_unit_compiled(guarded.stderr, "sub")
+    for op in ("mul", "sub", "atan2", "div"):
         result = run_codemod("revert", op, "--tree", str(tree))
         assert result.returncode == 0, result.stderr
     assert state(tree) == expected

@@ -16,8 +16,8 @@ from codemod.plan.plan import make_plan
 from codemod.verify import compile_check, guarded_unit
 from tests.conftest import TARGET_TREE, run_codemod
 
-# mul: (self, other); add: a Scalar alpha besides, which every function and method passes on
-SIGNATURES = {"mul": "const at::Tensor & self, const at::Tensor & other", "add": "const at::Tensor & self, const at::Tensor & other, const at::Scalar & alpha"}
+# mul: (self, other); sub: a Scalar alpha besides, which every function and method passes on
+SIGNATURES = {"mul": "const at::Tensor & self, const at::Tensor & other", "sub": "const at::Tensor & self, const at::Tensor & other, const at::Scalar & alpha"}
 
 
 @pytest.mark.parametrize("op", sorted(SIGNATURES))
@@ -37,7 +37,7 @@ def test_the_unit_uses_every_guarded_function_as_its_declaration_and_the_generat
 
 
 def test_the_unit_compiles_in_the_tree(tree: Path) -> None:
-    """Guarded mul through the CLI (the docs' guarded example: their compiles are shared); add's unit, with the Scalar
+    """Guarded mul through the CLI (the docs' guarded example: their compiles are shared); sub's unit, with the Scalar
     its functions pass on, is compiled by test_any_order.py's stack, on top of plain bypasses."""
     run = run_codemod("bypass", "mul", "--tree", str(tree), "--guarded", "--no-build")
     assert run.returncode == 0, run.stderr
