@@ -172,7 +172,7 @@ def main() -> None:
         measure_one(args.measure_one[0], Path(args.measure_one[1]))
         return
     load_before = os.getloadavg()[0]
-    sources = sorted(args.sources.iterdir()) if args.sources else []
+    sources = sorted(p for p in args.sources.iterdir() if p.is_file()) if args.sources else []  # its files, not subdirectories
     with tempfile.TemporaryDirectory(prefix="codemod-bench-") as scratch:
         tree = Path(scratch) / "tree"
         write_tree_from_torch(tree, REPO / "target_tree")
