@@ -115,3 +115,24 @@ def test_a_failing_codegen_run_is_not_kept(target_tree: Path, tmp_path: Path, mo
         with pytest.raises(VerificationFailed, match="Tensr"):
             codegen.aten_on_yaml(tree, "- func: broken(Tensor self) -> Tensr\n", tmp_path / f"out{attempt}")
     assert not list((tmp_path / "cache").glob("torchgen-*"))
+
+
+def test_the_autograd_codegen_on_the_op_s_entries_made_again_writes_the_same_bytes(target_tree: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Its outputs are compiled, by their bytes: a run made again (its entry corrupt, dropped or evicted) writes what
+    the first wrote, so their compiles stay cached; the codegen's directory, which each output names, is not kept."""
+    monkeypatch.setenv("CODEMOD_BUILD_CACHE", str(tmp_path / "cache"))
+    tree = locate(target_tree)
+    entries = tree.path("aten/src/ATen/native/native_functions.yaml").read_text()
+    entries = "\n".join(block for block in entries.split("\n\n") if "func: mul" in block) + "\n"
+
+    def run() -> dict[str, bytes]:
+        kept, cached = codegen.autograd_on_entries(tree, entries)
+        assert not cached
+        outputs = {p.relative_to(kept).as_posix(): p.read_bytes() for p in sorted(kept.rglob("*")) if p.is_file()}
+        shutil.rmtree(kept)  # as a corrupt entry is dropped
+        return outputs
+
+    first = run()
+    assert first == run()
+    assert b"@generated from " in first[f"{codegen.AUTOGRAD_OUT}/ADInplaceOrViewType_0.cpp"]
+    assert all(name.startswith((codegen.AUTOGRAD_OUT, ".")) for name in first)

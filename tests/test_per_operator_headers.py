@@ -3,36 +3,40 @@ target_tree/'s PointwiseOps.cpp does in a fork's shape, compiles against the per
 torchgen generates from the edited yaml, not against the installed torch's, which still declare the structs the
 bypass carries over into the source (issue 19: a redefinition blamed on the bypass).
 
-Real torchgen (both layouts), real g++, through the real CLI: a full tree (`codemod tree from-torch` around
-target_tree/'s sources) and a slim one (target_tree/ itself, compiled against a full tree's headers). Generated
-headers and compiles are shared through the build cache (CODEMOD_BUILD_CACHE).
+Real torchgen (both layouts) and real g++, on a full tree (`codemod tree from-torch` around target_tree/'s sources) and
+a slim one (target_tree/ itself, compiled against a full tree's headers), through verification's compile of the edited
+sources (verify.compiled, the call the CLI's verification makes): the sources torchgen generates for addcmul are not
+compiled here (tests/test_compile_check.py compiles an op's).
+Generated headers and compiles are shared through the build cache (CODEMOD_BUILD_CACHE).
 """
 from __future__ import annotations
 
-import json
 import shutil
 from pathlib import Path
 
 import pytest
 
-from codemod.model.tree import NATIVE_SOURCES
-from tests.conftest import OUTPUT_SCHEMA, TARGET_TREE, run_codemod, snapshot
+from codemod.apply import journal
+from codemod.model.tree import NATIVE_SOURCES, locate
+from codemod.plan.plan import make_plan
+from codemod.verify import compile_check, verify
+from tests.conftest import TARGET_TREE, snapshot
 from tests.test_compile_check import full_tree
 
 POINTWISE_OPS = f"{NATIVE_SOURCES}/PointwiseOps.cpp"
 PER_OPERATOR = f"({POINTWISE_OPS}: in torchgen's per-operator layout, with -DAT_PER_OPERATOR_HEADERS, for files that include <ATen/ops/...>)"
 
 
-def bypass_addcmul(tree: Path) -> dict:
-    result = run_codemod("bypass", "addcmul", "--tree", str(tree), "--json")
-    assert result.returncode == 0, result.stderr
-    report = json.loads(result.stdout)
-    OUTPUT_SCHEMA.validate(report)
-    return report
+def bypassed_addcmul(tree: Path) -> compile_check.CompileReport:
+    """addcmul's bypass written to TREE, and what verification's compile of the edited sources reports."""
+    located = locate(tree)
+    plan = make_plan(located, "addcmul")
+    journal.apply(located, [plan])
+    return verify.compiled(located, [plan], compile_check.regenerate_headers(located))
 
 
-def compile_line(report: dict) -> str:
-    (line,) = [line for line in report["verified"] if line.startswith("g++ -c")]
+def compile_line(report: compile_check.CompileReport) -> str:
+    (line,) = [line for line in report.verified() if line.startswith("g++ -c")]
     return line
 
 
@@ -43,14 +47,13 @@ def test_a_source_that_includes_per_operator_headers_compiles_against_the_trees_
     assert "\n#include <ATen/ops/addcmul_native.h>\n" in text and "#endif" not in text  # not under a condition
     before = snapshot(tree)
 
-    report = bypass_addcmul(tree)
+    report = bypassed_addcmul(tree)
     compiled = compile_line(report)
     assert PER_OPERATOR in compiled
     assert POINTWISE_OPS in compiled.split(" compiles ", 1)[1].split(" against ", 1)[0].split(", ")
-    assert not any(POINTWISE_OPS in line for line in report["unchecked"])
+    assert not any(POINTWISE_OPS in line for line in report.unchecked())
 
-    reverted = run_codemod("revert", "addcmul", "--tree", str(tree))
-    assert reverted.returncode == 0, reverted.stderr
+    journal.revert(locate(tree), ["addcmul"])
     assert snapshot(tree) == before
 
 
@@ -63,8 +66,8 @@ def test_the_file_as_it_was_compiles_against_the_same_layout(tmp_path: Path) -> 
     assert with_monolithic != source
     tree = full_tree(tmp_path, {POINTWISE_OPS: with_monolithic})
 
-    report = bypass_addcmul(tree)
-    (why,) = [line for line in report["unchecked"] if line.startswith(f"{POINTWISE_OPS}: ")]
+    report = bypassed_addcmul(tree)
+    (why,) = [line for line in report.unchecked() if line.startswith(f"{POINTWISE_OPS}: ")]
     assert "did not compile before the bypass (first error ATen/NativeFunctions.h:" in why
     assert "#error This change adds a dependency on all pytorch operators" in why
-    assert not any(POINTWISE_OPS in line for line in report["verified"])  # never called compiled
+    assert not any(POINTWISE_OPS in line for line in report.verified())  # never called compiled

@@ -21,6 +21,7 @@ bypass plans to write (planned_tree) is the run of the tree once it holds them.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import functools
 import importlib.util
 import json
@@ -315,13 +316,14 @@ def autograd(tree: Tree, out_dir: Path) -> tuple[Path, bool]:
     it is not run again and OUT_DIR is not written."""
     args = [str(tree.path(NATIVE_FUNCTIONS)), str(tree.path(TAGS)), str(out_dir)]
     module, code = autograd_code(tree)
-    # a checkout's own directory holds the tree's formulas; the installed codegen's is given the tree's
-    run_in = contextlib.nullcontext(code) if tree.has_own_autograd else _autograd_dir(tree, code, {})
     inputs = files(tree.path(NATIVE_FUNCTIONS), tree.path(TAGS), tree.path(DERIVATIVES), tree.path(DEPRECATED), code)
 
     def generate(_: Path) -> None:  # its outputs go to OUT_DIR, not into the cache: nothing reads them
-        with run_in as autograd_dir:
-            run(tree, ["-m", module, *args, str(autograd_dir)], "autograd codegen")
+        with tempfile.TemporaryDirectory(prefix="codemod-autograd-") as scratch:
+            # a checkout's own directory holds the tree's formulas; the installed codegen's is given the tree's
+            own = contextlib.nullcontext(code) if tree.has_own_autograd else _autograd_dir(tree, code, {}, Path(scratch, "autograd"))
+            with own as autograd_dir:
+                run(tree, ["-m", module, *args, str(autograd_dir)], "autograd codegen")
 
     return _once("autograd", [module, *inputs, *torchgen_code(tree)], generate)
 
@@ -369,18 +371,26 @@ def autograd_on_entries(tree: Tree, native_yaml_text: str) -> tuple[Path, bool]:
     bases = {name.split(".")[0] for name in names}
     derivatives = _entries_of(tree, DERIVATIVES, lambda name: name in names)
     deprecated = _entries_of(tree, DEPRECATED, lambda name: name.split(".")[0] in bases)
-    run_in = _autograd_dir(tree, code, {"derivatives.yaml": derivatives, "deprecated.yaml": deprecated})
+    replaced = {"derivatives.yaml": derivatives, "deprecated.yaml": deprecated}
     inputs = [_AUTOGRAD_AND_BINDINGS, native_yaml_text, tags_text, derivatives, deprecated, *files(code)]
 
+    stable = Path(tempfile.gettempdir(), f"codemod-autograd-{cache.digest(module, *inputs)[:20]}")
+
     def generate(kept: Path) -> None:
-        with tempfile.TemporaryDirectory(prefix="codemod-entries-") as scratch, run_in as autograd_dir:
-            native, tags_file = Path(scratch, "native_functions.yaml"), Path(scratch, "tags.yaml")
-            native.write_text(native_yaml_text)
-            tags_file.write_text(tags_text)
-            out = kept / AUTOGRAD_OUT
-            out.mkdir(parents=True)
-            args = [module, str(native), str(tags_file), str(out), str(autograd_dir)]
-            run(tree, ["-c", _AUTOGRAD_AND_BINDINGS, *args], "autograd codegen on the op's entries")
+        # The codegen names each output's template by its path from torchgen's own directory: laid out at a path named
+        # by the run's inputs, a run made again (its entry dropped or evicted, in another build cache) writes the same
+        # bytes, and the compiles of its outputs stay cached. Locked: another build cache may make the same run meanwhile.
+        with open(f"{stable}.lock", "a") as lock, tempfile.TemporaryDirectory(prefix="codemod-entries-") as scratch:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            shutil.rmtree(stable, ignore_errors=True)  # left by a killed run
+            with _autograd_dir(tree, code, replaced, stable) as autograd_dir:
+                native, tags_file = Path(scratch, "native_functions.yaml"), Path(scratch, "tags.yaml")
+                native.write_text(native_yaml_text)
+                tags_file.write_text(tags_text)
+                out = kept / AUTOGRAD_OUT
+                out.mkdir(parents=True)
+                args = [module, str(native), str(tags_file), str(out), str(autograd_dir)]
+                run(tree, ["-c", _AUTOGRAD_AND_BINDINGS, *args], "autograd codegen on the op's entries")
 
     return _once("autograd-entries", [module, *inputs, *torchgen_code(tree)], generate)
 
@@ -404,19 +414,21 @@ def autograd_code(tree: Tree) -> tuple[str, Path]:
 
 
 @contextlib.contextmanager
-def _autograd_dir(tree: Tree, code: Path, replaced: Mapping[str, str]) -> Iterator[Path]:
-    """CODE's directory (an autograd codegen's) with the tree's derivatives.yaml and deprecated.yaml in it, or
-    REPLACED's text for those it names."""
-    with tempfile.TemporaryDirectory(prefix="codemod-autograd-") as scratch:
-        autograd_dir = Path(scratch)
+def _autograd_dir(tree: Tree, code: Path, replaced: Mapping[str, str], at: Path) -> Iterator[Path]:
+    """CODE's directory (an autograd codegen's) laid out at AT, removed after, with the tree's derivatives.yaml and
+    deprecated.yaml in it, or REPLACED's text for those it names."""
+    at.mkdir(parents=True)
+    try:
         for item in code.iterdir():
             if item.name not in ("derivatives.yaml", "deprecated.yaml", "__pycache__"):
-                (autograd_dir / item.name).symlink_to(item)
+                (at / item.name).symlink_to(item)
         for name, relative in (("derivatives.yaml", DERIVATIVES), ("deprecated.yaml", DEPRECATED)):
             if name in replaced:
-                (autograd_dir / name).write_text(replaced[name])
+                (at / name).write_text(replaced[name])
             elif tree.path(relative).exists():
-                shutil.copyfile(tree.path(relative), autograd_dir / name)
+                shutil.copyfile(tree.path(relative), at / name)
             elif (code / name).exists():
-                (autograd_dir / name).symlink_to(code / name)
-        yield autograd_dir
+                (at / name).symlink_to(code / name)
+        yield at
+    finally:
+        shutil.rmtree(at, ignore_errors=True)

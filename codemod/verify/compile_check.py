@@ -699,6 +699,9 @@ class _View:
     def _precompiled(self, relative: str, main: Path, flags: list[str]) -> Iterator[list[str]]:
         """What to add to the compile of RELATIVE with FLAGS to load GENERATED_PCH, held while the block compiles: when
         this run makes it (WANTED) or it is kept, and the check passes; else nothing."""
+        if not self.wanted and not pch.any_kept(GENERATED_PCH):  # none to load: spare the two g++ -M that find its key
+            yield []
+            return
         shared_key = self.generated_pch_read(relative)
         if shared_key is not None and (shared_key in self.wanted or pch.kept(GENERATED_PCH, shared_key)) and self.loads_generated_pch_alike(relative):
             with pch.loaded(compiler.CXX, GENERATED_PCH, flags, shared_key, KEPT_GENERATED_PCHS) as loading:

@@ -104,6 +104,11 @@ def kept(header: Path, pch_key: str) -> bool:
     return (cache.cache_dir() / _entry(pch_key) / f"{header.name}.gch").is_file()
 
 
+def any_kept(header: Path) -> bool:
+    """Whether the build cache holds HEADER precompiled under any key."""
+    return any(cache.cache_dir().glob(f"pch-*/{header.name}.gch"))
+
+
 @contextlib.contextmanager
 def loaded(cxx: str, header: Path, flags: Sequence[str], pch_key: str | None = None, bound: int | None = None) -> Iterator[list[str]]:
     """What to add to a compile with FLAGS to load HEADER precompiled, for the block that runs it: an -include of the

@@ -132,19 +132,23 @@ def _compiled(tree: Tree, plans: tuple[Plan, ...], headers: compile_check.Header
     the sources torchgen and the autograd codegen generate for the ops that a CPU build compiles (ENTRIES_RUN:
     torchgen's run on their entries)."""
     generated = generated_sources(tree, plans, headers, entries_run)
-    units = [*guarded_unit.units(plans), *generated.units]
+    report = compiled(tree, plans, headers, [*guarded_unit.units(plans), *generated.units])
+    return dataclasses.replace(report, not_compiled=(*report.not_compiled, *generated.not_compiled))
+
+
+def compiled(tree: Tree, plans: Sequence[Plan], headers: compile_check.Headers, units: Sequence[compile_check.Unit] = ()) -> compile_check.CompileReport:
+    """What PLANS wrote and the callers they rewrote, and UNITS, compiled as the tree allows: against its regenerated
+    HEADERS, a full tree's (a slim tree), or not at all (another torchgen's tree, each file named with why)."""
     foreign = compile_check.foreign_torchgen(tree)
     if foreign is not None:  # the installed torch's headers are not what its code is generated for
         targets, templates = compile_check.targets_of(plans)
         paths = [*(t.path for t in targets), *templates, *(unit.path for unit in units)]
-        report = compile_check.CompileReport((), (), (), tuple(compile_check.NotCompiled(path, foreign) for path in paths), 0.0)
-    elif compile_check.slim_tree(tree) is not None:  # its headers cannot replace the installed torch's
-        report = overlay_compile.check(tree, plans, units)
-    else:
-        before = {change.path: change.before for change in combined_changes(plans)}
-        headers_before = functools.partial(compile_check.regenerate_headers, tree, compile_check.CodegenInputs.read(tree.root, before))
-        report = compile_check.check(tree, headers, plans, compile_check.Before(before, headers_before), units=units)
-    return dataclasses.replace(report, not_compiled=(*report.not_compiled, *generated.not_compiled))
+        return compile_check.CompileReport((), (), (), tuple(compile_check.NotCompiled(path, foreign) for path in paths), 0.0)
+    if compile_check.slim_tree(tree) is not None:  # its headers cannot replace the installed torch's
+        return overlay_compile.check(tree, plans, units)
+    before = {change.path: change.before for change in combined_changes(plans)}
+    headers_before = functools.partial(compile_check.regenerate_headers, tree, compile_check.CodegenInputs.read(tree.root, before))
+    return compile_check.check(tree, headers, plans, compile_check.Before(before, headers_before), units=units)
 
 
 def generated_sources(
