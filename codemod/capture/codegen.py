@@ -374,13 +374,13 @@ def autograd_on_entries(tree: Tree, native_yaml_text: str) -> tuple[Path, bool]:
     replaced = {"derivatives.yaml": derivatives, "deprecated.yaml": deprecated}
     inputs = [_AUTOGRAD_AND_BINDINGS, native_yaml_text, tags_text, derivatives, deprecated, *files(code)]
 
-    stable = Path(tempfile.gettempdir(), f"codemod-autograd-{cache.digest(module, *inputs)[:20]}")
-
     def generate(kept: Path) -> None:
         # The codegen names each output's template by its path from torchgen's own directory: laid out at a path named
         # by the run's inputs, a run made again (its entry dropped or evicted, in another build cache) writes the same
         # bytes, and the compiles of its outputs stay cached. Locked: another build cache may make the same run meanwhile.
-        with open(f"{stable}.lock", "a") as lock, tempfile.TemporaryDirectory(prefix="codemod-entries-") as scratch:
+        stable = Path(tempfile.gettempdir(), f"codemod-autograd-{cache.digest(module, *inputs)[:20]}")
+        lock_file = paths.regular_file(Path(f"{stable}.lock"), "the autograd codegen's lock", missing_ok=True)
+        with open(lock_file, "a") as lock, tempfile.TemporaryDirectory(prefix="codemod-entries-") as scratch:
             fcntl.flock(lock, fcntl.LOCK_EX)
             shutil.rmtree(stable, ignore_errors=True)  # left by a killed run
             with _autograd_dir(tree, code, replaced, stable) as autograd_dir:
