@@ -95,7 +95,7 @@ def verify(tree: Tree, plan: Plan, *more: Plan, compile: bool = True, ahead: Ahe
 def _entries_renamed(tree: Tree, overloads: tuple[str, ...], out_dir: Path) -> tuple[list[str], tuple[Path, bool]]:
     """torchgen on the op's entries as the tree holds them, into OUT_DIR: what it verified (the dispatcher entries
     generated under new names only), and the run's build-cache entry and whether it was kept."""
-    ran = codegen.aten_on_entries(tree, _entries_in_tree(tree, overloads), out_dir)
+    ran = codegen.aten_on_entries(tree, entries_in_tree(tree, overloads), out_dir)
     ops_names = {name.replace(".", "_"): name for name in overloads}
     return _renamed_entries(generated_functions(out_dir / "Functions.h", ops_names), overloads), ran
 
@@ -159,7 +159,7 @@ def generated_sources(
     made here; where the latter refuses the entries alone, its sources are named as not compiled (its run on the whole
     edited yaml is the verdict)."""
     overloads = tuple(name for plan in plans for name in plan.overloads)
-    entries = _entries_in_tree(tree, overloads)
+    entries = entries_in_tree(tree, overloads)
     if entries_run is None:
         with tempfile.TemporaryDirectory(prefix="codemod-entries-") as scratch:
             entries_run = codegen.aten_on_entries(tree, entries, Path(scratch))[0]
@@ -226,7 +226,7 @@ def _verdict(run: Future[_Result], what: str, ops: str, overlay: Tree, tree: Tre
     raise VerificationFailed(f"{refusal}; nothing was written (`--dry-run --no-verify` prints the patch)")
 
 
-def _entries_in_tree(tree: Tree, overloads: tuple[str, ...]) -> str:
+def entries_in_tree(tree: Tree, overloads: tuple[str, ...]) -> str:
     """The op's entries as the tree's native_functions.yaml now holds them."""
     doc = native_yaml.load(NATIVE_FUNCTIONS, tree.path(NATIVE_FUNCTIONS).read_text())
     by_name = doc.by_name()
