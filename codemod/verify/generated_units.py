@@ -59,7 +59,7 @@ def units(entries_run: Path, autograd_run: Path | None, headers_run: Path, plans
         holding = [path for path in sources if op_code.search(_NOT_CODE.sub(b"", path.read_bytes()))]
         for path, shards in _one_unit_per_family(holding):
             relative, text = f"{place}/{path.relative_to(run / directory).as_posix()}", path.read_bytes()
-            standing_for = f": the op's code of {', '.join(shard.name for shard in shards)}, in one unit" if shards else ""
+            standing_for = f": the op's code of {_shards_named(shards)} in one unit" if shards else ""
             if _OTHER_BACKENDS.search(path.stem):
                 other_backends += [f"{place}/{p.relative_to(run / directory).as_posix()}" for p in shards or [path]]
             elif b"<Python.h>" in text and not _PYTHON_H.is_file():
@@ -80,7 +80,7 @@ def units(entries_run: Path, autograd_run: Path | None, headers_run: Path, plans
 
 
 _PYTHON_H = PYTHON_INCLUDE / "Python.h"  # on compile_check's include path
-_SHARD = re.compile(r"(?P<family>.+)_\d+")  # Operators_2, VariableType_6: torchgen's shards of one template's output
+_SHARD = re.compile(r"(?P<family>.+)_(?P<shard>\d+)")  # Operators_2, VariableType_6: torchgen's shards of one template's output
 
 
 def _one_unit_per_family(holding: list[Path]) -> list[tuple[Path, list[Path]]]:
@@ -95,6 +95,13 @@ def _one_unit_per_family(holding: list[Path]) -> list[tuple[Path, list[Path]]]:
         unsharded = path.with_stem(f"{shard['family']}Everything") if shard else path
         by_family.setdefault(unsharded if unsharded.is_file() else path, []).append(path)
     return [(unit, shards) if len(shards) > 1 else (shards[0], []) for unit, shards in by_family.items()]
+
+
+def _shards_named(shards: list[Path]) -> str:
+    """SHARDS of one template as a shell names them: `VariableType_{0,6,7}.cpp` (no ", ", which separates the files of
+    the verified line)."""
+    numbers = [_SHARD.fullmatch(shard.stem) for shard in shards]
+    return f"{numbers[0]['family']}_{{{','.join(number['shard'] for number in numbers)}}}{shards[0].suffix}"
 
 
 def _autograd_headers(autograd_run: Path) -> tuple[tuple[str, bytes], ...]:
