@@ -578,7 +578,7 @@ def suite_cost_line(_outputs: dict) -> str:
         return (f"The tests are not timed as a whole yet: {NOT_TIMED} ([its last run](docs/layout.md#what-the-tests-cost) "
                 f"covered {len(record['covered'])} of the {record['suite_files']} test files).")
     load = record["load_average"]
-    return (f"The tests take {_minutes(record['wall_s'])} on {record['cpus']} cores at load average {load['before']:.1f} "
+    return (f"The tests take {_minutes(record['wall_s'])} on {record['cpus']} cores ({record['machine']}) at load average {load['before']:.1f} "
             f"({record['date']}; {_outcome_counts(record)}); a line names each file as it finishes, with its outcomes and seconds, and the total time ends the run. "
             "[What each file costs](docs/layout.md#what-the-tests-cost).")  # the end marker follows on this line
 
