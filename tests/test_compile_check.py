@@ -342,6 +342,85 @@ def test_a_hand_written_method_that_python_cannot_call_fails_in_the_generated_bi
     assert "discards qualifiers" in message and BINARY_OPS + ":" not in message
 
 
+# A structured op taking a tensor list, in the shape of PyTorch's own kernel sources (a precomputed meta, as the
+# wheel's yaml declares cat.out's), written for these tests: laid over a full tree, it makes cat bypassable.
+CAT_KERNEL = f"{NATIVE_SOURCES}/TensorShape.cpp"
+CAT_KERNEL_TEXT = """#include <ATen/core/Tensor.h>
+#include <ATen/TensorMeta.h>
+#include <ATen/WrapDimUtils.h>
+
+#ifndef AT_PER_OPERATOR_HEADERS
+#include <ATen/NativeFunctions.h>
+#else
+#include <ATen/ops/cat_meta.h>
+#include <ATen/ops/cat_native.h>
+#endif
+
+// cat: the tensors one after the other along one dimension; the others must agree.
+
+namespace at::meta {
+
+TORCH_PRECOMPUTE_META_FUNC(cat)(const ITensorListRef& tensors, int64_t dim) {
+  const auto parts = tensors.materialize();
+  TORCH_CHECK(!parts.empty(), "cat expects a non-empty list of tensors");
+  const Tensor& first = parts[0];
+  const int64_t along = maybe_wrap_dim(dim, first.dim());
+  DimVector shape(first.sizes().begin(), first.sizes().end());
+  shape[along] = 0;
+  for (const Tensor& part : parts) {
+    shape[along] += part.size(along);
+  }
+  set_output_raw_strided(0, shape, {}, first.options());
+  return TORCH_PRECOMPUTE_STRUCT(cat)()
+      .set_dim(along)
+      .set_valid(0)
+      .set_all_contiguous(false)
+      .set_all_same_dtype(true)
+      .set_all_same_sizes_and_stride(false)
+      .set_memory_format(MemoryFormat::Contiguous);
+}
+
+} // namespace at::meta
+
+namespace at::native {
+
+TORCH_IMPL_FUNC(cat_out_cpu)
+(const ITensorListRef& tensors, int64_t dim, int64_t valid, bool all_contiguous, bool all_same_dtype,
+ bool all_same_sizes_and_stride, MemoryFormat memory_format, const Tensor& result) {
+  int64_t offset = 0;
+  for (const Tensor& part : tensors) {
+    result.narrow(dim, offset, part.size(dim)).copy_(part);
+    offset += part.size(dim);
+  }
+}
+
+} // namespace at::native
+"""
+
+
+def test_a_tensor_list_reaches_the_kernel_the_bypass_leaves_unstructured(tmp_path: Path) -> None:
+    """Found by the sweep of PyTorch's own TensorShape.cpp: torchgen spells cat's `Tensor[]` ITensorListRef only while
+    its group is structured, so after the bypass the native API it declares takes a TensorList. The at::native:: forwards
+    written by hand take it so (a drifted one is a new overload: a build meets the declared one undefined at link time);
+    the hand-written at::cat keeps its API and passes them a copy of the list. The kernel source and the Functions.cpp
+    torchgen generates from the edited template compile against the regenerated headers, and their objects link. An op
+    without methods leaves TensorBody.h and TensorMethods.cpp as they are."""
+    located = locate(full_tree(tmp_path, {CAT_KERNEL: CAT_KERNEL_TEXT}))
+    plan = make_plan(located, "cat")
+    assert not {f"{TEMPLATES}/TensorBody.h", f"{TEMPLATES}/TensorMethods.cpp"} & {change.path for change in plan.changes}
+    journal.apply(located, [plan])
+    functions = located.path(f"{TEMPLATES}/Functions.cpp").read_text()
+    assert "at::Tensor cat(const at::ITensorListRef& tensors, int64_t dim) {" in functions
+    assert functions.count("std::vector<at::Tensor>(tensors.begin(), tensors.end())") == 3  # cat, cat_out, cat_outf
+    assert "at::Tensor cat(at::TensorList tensors, int64_t dim) {" in located.path(CAT_KERNEL).read_text()
+    headers = compile_check.regenerate_headers(located)
+    units = [u for u in generated_sources(located, [plan], headers).units if u.path == "build/aten/src/ATen/Functions.cpp"]
+    assert len(units) == 1 and b"at::native::cat(" in units[0].text
+    report = compile_check.check(located, headers, [plan], units=units)
+    assert report.compiled == (CAT_KERNEL, "build/aten/src/ATen/Functions.cpp") and report.not_compiled == ()
+    assert report.linked == 2
+
+
 def test_where_the_autograd_codegen_refuses_the_op_s_entries_alone_its_sources_are_named_not_compiled(
     tmp_path: Path, checkout: Path, bypassed: tuple[dict, str],  # after the CLI run on the same files: its compiles are cached
 ) -> None:

@@ -37,6 +37,12 @@ _M_IMPL = re.compile(r'm\.impl\("([\w.]+)",\s*TORCH_FN\((\w+)\)\)')
 _NATIVE_BASE = re.compile(r"public at::native::(structured_\w+)")
 # Headers declaring every op; a native source may not include them (TORCH_ASSERT_ONLY_METHOD_OPERATORS).
 _ALL_OPS_HEADER = re.compile(r"<ATen/\w*Functions\.h>")
+# torchgen spells a `Tensor[]` parameter ITensorListRef only in a structured group (its context's
+# use_ilistref_for_tensor_lists): after the bypass the op's native API takes a TensorList. The function and method API
+# written by hand keep the structured spelling and pass the kernel a copy (an ITensorListRef may hold a boxed list,
+# which converts to no TensorList); the structured wrappers they reach take a TensorList as it is.
+_STRUCTURED_TENSOR_LIST = re.compile(r"const\s*at::ITensorListRef\s*&\s*")
+_UNSTRUCTURED_TENSOR_LIST = "at::TensorList"
 
 
 @dataclass(frozen=True)
@@ -63,6 +69,12 @@ class ApiFunction:
             if expression is not None:
                 body = re.sub(rf"(?<=[(,])(\s*){name}(?=\s*[,)])", lambda m: m.group(1) + expression, body, count=1)
         return f"{self.definition_head} {body}"
+
+
+def as_native_api(code: str) -> str:
+    """CODE (a structured CPU wrapper, its head or its parameters) with each tensor list spelled as the op's native API
+    takes it after the bypass."""
+    return _STRUCTURED_TENSOR_LIST.sub(f"{_UNSTRUCTURED_TENSOR_LIST} ", code)
 
 
 def parameter_key(type_: str, name: str) -> str:
@@ -401,7 +413,8 @@ def _names_in_namespace(path: Path, namespace: tuple[str, ...], uses: set[str]) 
 
 def _native_calls(path: Path, overloads: Sequence[str]) -> dict[str, tuple[str, dict[str, str]]]:
     """overload -> the at::native:: function its CompositeImplicitAutograd wrapper calls, and the parameters the
-    wrapper passes as an expression of themselves (`k.guard_int(__FILE__, __LINE__)`), by `parameter_key`."""
+    wrapper passes as an expression of themselves (`k.guard_int(__FILE__, __LINE__)`), by `parameter_key`; a tensor
+    list the wrapper takes as a TensorList, by the key of its structured spelling, as a copy the kernel takes."""
     src = _source(path)
     calls = {}
     for node in cpp_syntax.walk(src.root):
@@ -410,8 +423,12 @@ def _native_calls(path: Path, overloads: Sequence[str]) -> dict[str, tuple[str, 
                      and text(n.child_by_field_name("function")).startswith("at::native::")), None) if isinstance(name, str) else None
         if call is None:
             continue
-        parameters = {param: parameter_key(type_, param) for type_, param in cpp_syntax.parameters(node)}
-        conversions = {}
+        typed = cpp_syntax.parameters(node)
+        parameters = {param: parameter_key(type_, param) for type_, param in typed}
+        conversions = {
+            parameter_key("const at::ITensorListRef &", param): f"std::vector<at::Tensor>({param}.begin(), {param}.end())"
+            for type_, param in typed if _squeezed(type_) == _UNSTRUCTURED_TENSOR_LIST
+        }
         for argument in call.child_by_field_name("arguments").named_children:
             expression = src.text(argument)
             used = _words(expression) & parameters.keys()

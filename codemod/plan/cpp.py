@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from tree_sitter import Node
 
-from codemod.capture.capture import ApiFunction, Capture, Snippet
+from codemod.capture.capture import ApiFunction, Capture, Snippet, as_native_api
 from codemod.model import cpp_syntax
 from codemod.model.cpp_syntax import Source
 from codemod.model.edits import Edit
@@ -125,11 +125,11 @@ def declaration_edits(tree: Tree, capture: Capture, functions_h_extra: str = "")
             block(op, f"function API written by hand ({origin})", declarations + functions_h_extra),
             f"declare {', '.join('at::' + f.name for f in capture.functions)}",
         ),
-        tensor_body.edit(
+        *([tensor_body.edit(
             method_at,
             block(op, f"method API written by hand ({origin})", "\n".join(f"{method_indent}{m.declaration};" for m in capture.methods), method_indent),
             f"declare {', '.join('Tensor::' + m.name for m in capture.methods)}",
-        ),
+        )] if capture.methods else []),
     ]
 
 
@@ -158,7 +158,10 @@ def definition_edits(
     prefix: str,
     includes: tuple[str, ...],
 ) -> list[Edit]:
-    """Define APIS (each as DEFINE writes it) at the end of `namespace at` in REL, after INCLUDES."""
+    """Define APIS (each as DEFINE writes it) at the end of `namespace at` in REL, after INCLUDES; nothing where there
+    are none (an op without methods leaves TensorMethods.cpp as it is)."""
+    if not apis:
+        return []
     source = SourceFile.read(tree, rel)
     body = "\n\n".join(define(api) for api in apis)
     at = _end_of_namespace(source, ("at",))
@@ -322,6 +325,6 @@ def _forward(namespace: str, wrapper: str, native_name: str, capture: Capture) -
     node = next(n for n in src.root.named_children if n.type == "function_definition")
     head, start = cpp_syntax.function_head(src, node)
     name = cpp_syntax.function_declarator(node).child_by_field_name("declarator")
-    head = head[: name.start_byte - start] + native_name + head[name.end_byte - start :]
+    head = head[: name.start_byte - start] + native_name + as_native_api(head[name.end_byte - start :])
     args = ", ".join(cpp_syntax.parameter_names(node))
     return f"{head} {{\n    return {namespace}::{wrapper}({args});\n}}"

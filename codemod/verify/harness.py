@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from codemod.capture.capture import ApiFunction, Capture
+from codemod.capture.capture import ApiFunction, Capture, as_native_api
 from codemod.model.cache import REPO
 from codemod.model.errors import BadInput
 from codemod.model.native_yaml import OpGroup
@@ -218,7 +218,7 @@ def timed_call(capture: Capture, group: OpGroup, guarded: GuardedApi | None = No
 
     dispatcher_call = f"at::{functional.split('.')[0]}({passed(dispatcher)})"
     bypass_call = (  # the plain bypass's at::native:: forward, or the guarded at::OP (same parameters as the dispatcher's)
-        f"{ext_namespace(op)}::{capture.native_kernels[functional]}({passed(parameters(wrapper.text))})"
+        f"{ext_namespace(op)}::{capture.native_kernels[functional]}({passed(parameters(as_native_api(wrapper.text)))})"
         if guarded is None else f"{guarded.namespace}::{functional.split('.')[0]}({passed(dispatcher)})"
     )
 
