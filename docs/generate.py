@@ -29,6 +29,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -470,6 +471,21 @@ def op_sweep_figures(_outputs: dict) -> str:
     return "\n".join(parts) or "No sweep recorded yet: run `python benchmarks/op_sweep.py TREE --record LABEL`.\n"
 
 
+def sweep_coverage(_outputs: dict) -> str:
+    """The sweeps against their denominator: every structured op with a CPU kernel, whether PyTorch's own kernel source of
+    it is held and which sweep took it there; the ops whose source is not had, by name (benchmarks/sweep_coverage.py)."""
+    record = _recorded("sweep_coverage")
+    swept, not_had = record["swept_by_name"], record["source_not_had"]
+    by_label = ", ".join(f"`{label}`: {count}" for label, count in sorted(Counter(swept.values()).items()))
+    counts_only = ", ".join(f"`{label}`" for label in record["sweeps_keeping_counts_only"])
+    return (f"Of the {record['denominator']} structured ops with a CPU kernel in torch {record['torch']}'s yaml, PyTorch's own "
+            f"kernel source of {record['held']} is held ({', '.join(record['files'])}, laid over a tree with none of "
+            f"target_tree/'s): {len(swept)} of them swept by a record that names its ops ({by_label}); the records of "
+            f"{counts_only or 'no other sweep'} keep counts only, not which ops. These files hold no kernel source of the "
+            f"other {len(not_had)} as the wheel's yaml names it (a file not read, or read in a version that defines it "
+            f"otherwise): {', '.join(f'`{op}`' for op in not_had)}.\n\n{_measured_when(record)}\n")
+
+
 def _per_source(files: dict[str, dict], failed: dict[str, str]) -> list[str]:
     """Per kernel source file (a record that keeps them): the ops bypassed and verified, refused with the reason, failed."""
     if not files:
@@ -621,6 +637,7 @@ GENERATED_TEXT: dict[str, Callable[[dict], str]] = {
     "figures/fresh-setup": fresh_setup_figures,
     "figures/bench-mul": bench_figures,
     "figures/op-sweep": op_sweep_figures,
+    "figures/sweep-coverage": sweep_coverage,
     "figures/real-tree-totals": real_tree_totals,
     "figures/real-tree-steps": real_tree_steps,
     "examples/fork-ci": fork_ci_workflow,
