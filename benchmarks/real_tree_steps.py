@@ -161,6 +161,14 @@ def record(op: str, sources: list[str], runs: list[dict], load_before: float) ->
     print(f"wrote {RESULT.relative_to(REPO)}; render it into the pages with `python docs/generate.py`", file=sys.stderr)
 
 
+def laid_over(tree: Path, native_sources: Path, files: list[Path]) -> Path:
+    """A `tree from-torch` tree at TREE around NATIVE_SOURCES, with FILES (PyTorch's own) laid over its native sources."""
+    write_tree_from_torch(tree, native_sources)
+    for source in files:
+        shutil.copyfile(source, tree / NATIVE / source.name)
+    return tree
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--op", default="mul")
@@ -174,10 +182,7 @@ def main() -> None:
     load_before = os.getloadavg()[0]
     sources = sorted(p for p in args.sources.iterdir() if p.is_file()) if args.sources else []  # its files, not subdirectories
     with tempfile.TemporaryDirectory(prefix="codemod-bench-") as scratch:
-        tree = Path(scratch) / "tree"
-        write_tree_from_torch(tree, REPO / "target_tree")
-        for source in sources:
-            shutil.copyfile(source, tree / NATIVE / source.name)
+        tree = laid_over(Path(scratch) / "tree", REPO / "target_tree", sources)
         cache = Path(scratch) / "cache"
         runs = [summary("first ever (empty build cache)", run(args.op, tree, cache, "first"))]
         # another op's bypass: the cache's second harness compile, which makes the libtorch PCH the first one noted

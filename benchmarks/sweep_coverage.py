@@ -18,16 +18,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import sys
 import tempfile
 from pathlib import Path
 
 from op_sweep import RESULTS, codemod  # benchmarks/: the script's own directory
+from real_tree_steps import laid_over
 from tutorial_steps import write_result
-
-from codemod.capture.fromtorch import write_tree_from_torch
-from codemod.model.tree import NATIVE_SOURCES
 
 NEEDS_ITS_SOURCE = "kernel source not in the tree"  # what `ops` says of an op whose structured kernel file is missing
 
@@ -36,11 +33,7 @@ def listing(files: list[Path]) -> list[dict]:
     """`ops` on a tree from the installed wheel whose native sources are FILES alone."""
     with tempfile.TemporaryDirectory(prefix="sweep-coverage-") as scratch:
         (Path(scratch) / "none").mkdir()
-        tree = Path(scratch) / "tree"
-        write_tree_from_torch(tree, Path(scratch) / "none")
-        for source in files:
-            shutil.copyfile(source, tree / NATIVE_SOURCES / source.name)
-        code, listed = codemod("ops", "--tree", str(tree))
+        code, listed = codemod("ops", "--tree", str(laid_over(Path(scratch) / "tree", Path(scratch) / "none", files)))
     if code != 0:
         sys.exit(f"ops failed: {listed.get('error')}")
     return listed["ops"]

@@ -41,8 +41,8 @@ _ALL_OPS_HEADER = re.compile(r"<ATen/\w*Functions\.h>")
 # use_ilistref_for_tensor_lists): after the bypass the op's native API takes a TensorList. The function and method API
 # written by hand keep the structured spelling and pass the kernel a copy (an ITensorListRef may hold a boxed list,
 # which converts to no TensorList); the structured wrappers they reach take a TensorList as it is.
-_STRUCTURED_TENSOR_LIST = re.compile(r"const\s*at::ITensorListRef\s*&\s*")
-_UNSTRUCTURED_TENSOR_LIST = "at::TensorList"
+_STRUCTURED_TENSOR_LIST, _UNSTRUCTURED_TENSOR_LIST = "const at::ITensorListRef &", "at::TensorList"
+_STRUCTURED_TENSOR_LIST_WRITTEN = re.compile(r"const\s*at::ITensorListRef\s*&\s*")  # however torchgen spaces it
 
 
 @dataclass(frozen=True)
@@ -74,7 +74,7 @@ class ApiFunction:
 def as_native_api(code: str) -> str:
     """CODE (a structured CPU wrapper, its head or its parameters) with each tensor list spelled as the op's native API
     takes it after the bypass."""
-    return _STRUCTURED_TENSOR_LIST.sub(f"{_UNSTRUCTURED_TENSOR_LIST} ", code)
+    return _STRUCTURED_TENSOR_LIST_WRITTEN.sub(f"{_UNSTRUCTURED_TENSOR_LIST} ", code)
 
 
 def parameter_key(type_: str, name: str) -> str:
@@ -426,7 +426,7 @@ def _native_calls(path: Path, overloads: Sequence[str]) -> dict[str, tuple[str, 
         typed = cpp_syntax.parameters(node)
         parameters = {param: parameter_key(type_, param) for type_, param in typed}
         conversions = {
-            parameter_key("const at::ITensorListRef &", param): f"std::vector<at::Tensor>({param}.begin(), {param}.end())"
+            parameter_key(_STRUCTURED_TENSOR_LIST, param): f"std::vector<at::Tensor>({param}.begin(), {param}.end())"
             for type_, param in typed if _squeezed(type_) == _UNSTRUCTURED_TENSOR_LIST
         }
         for argument in call.child_by_field_name("arguments").named_children:

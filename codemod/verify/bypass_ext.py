@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from types import ModuleType
 
-from codemod.capture.capture import Capture, as_native_api
+from codemod.capture.capture import Capture
 from codemod.model.errors import BadInput
 from codemod.model.tree import Tree
 from codemod.plan import cpp as plan_cpp
@@ -26,7 +26,7 @@ from codemod.verify.signature import (
     VIEW_STORAGE,
     Parameter,
     ext_namespace,
-    parameters,
+    forward_parameters,
     plain_type,
     python_name,
     value_return_type,
@@ -72,8 +72,7 @@ def bound_overloads(capture: Capture) -> list[Bound]:
         if snippet is None:
             raise BadInput(f"{capture.op}: the CPU wrapper {wrapper} of {overload} was not captured")
         callee = f"{ext_namespace(capture.op)}::{capture.native_kernels[overload]}"
-        forward = tuple(parameters(as_native_api(snippet.text)))  # the wrapper's, as the forward the bypass writes takes them
-        found.append(Bound(overload, python_name(overload), callee, forward, value_return_type(snippet.text)))
+        found.append(Bound(overload, python_name(overload), callee, tuple(forward_parameters(snippet.text)), value_return_type(snippet.text)))
     return found
 
 

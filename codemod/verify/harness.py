@@ -10,12 +10,12 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from codemod.capture.capture import ApiFunction, Capture, as_native_api
+from codemod.capture.capture import ApiFunction, Capture
 from codemod.model.cache import REPO
 from codemod.model.errors import BadInput
 from codemod.model.native_yaml import OpGroup
 from codemod.plan import cpp as plan_cpp
-from codemod.verify.signature import VIEW_STORAGE, Parameter, ext_namespace, parameters, plain_type
+from codemod.verify.signature import VIEW_STORAGE, Parameter, ext_namespace, forward_parameters, parameters, plain_type
 
 HARNESS_TEMPLATE = REPO / "cpp_ext" / "harness.cpp.in"
 
@@ -218,7 +218,7 @@ def timed_call(capture: Capture, group: OpGroup, guarded: GuardedApi | None = No
 
     dispatcher_call = f"at::{functional.split('.')[0]}({passed(dispatcher)})"
     bypass_call = (  # the plain bypass's at::native:: forward, or the guarded at::OP (same parameters as the dispatcher's)
-        f"{ext_namespace(op)}::{capture.native_kernels[functional]}({passed(parameters(as_native_api(wrapper.text)))})"
+        f"{ext_namespace(op)}::{capture.native_kernels[functional]}({passed(forward_parameters(wrapper.text))})"
         if guarded is None else f"{guarded.namespace}::{functional.split('.')[0]}({passed(dispatcher)})"
     )
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from codemod.capture.capture import as_native_api
 from codemod.model import cpp_syntax
 
 
@@ -39,6 +40,12 @@ def parameters(declaration: str) -> list[Parameter]:
             default=cpp_syntax.text(default) if default is not None else None,
         ))
     return found
+
+
+def forward_parameters(wrapper: str) -> list[Parameter]:
+    """The parameters of the at::native:: forward the plain bypass writes for a structured CPU WRAPPER (its text): the
+    wrapper's, spelled as the op's native API takes them after the bypass (plan/cpp.py writes it so)."""
+    return parameters(as_native_api(wrapper))
 
 
 def value_return_type(declaration: str) -> str:
