@@ -22,7 +22,7 @@ from codemod.capture import codegen
 from codemod.capture.codegen import AUTOGRAD_OUT
 from codemod.model import progress
 from codemod.model.errors import VerificationFailed
-from codemod.model.tree import NATIVE_SOURCES, TEMPLATES, locate
+from codemod.model.tree import NATIVE_SOURCES, TEMPLATES, Tree, locate
 from codemod.plan.plan import Plan, make_plan
 from codemod.verify import compile_check, generated_units
 from codemod.verify.verify import entries_in_tree, generated_sources, verify
@@ -413,12 +413,81 @@ def test_a_tensor_list_reaches_the_kernel_the_bypass_leaves_unstructured(tmp_pat
     assert "at::Tensor cat(const at::ITensorListRef& tensors, int64_t dim) {" in functions
     assert functions.count("std::vector<at::Tensor>(tensors.begin(), tensors.end())") == 3  # cat, cat_out, cat_outf
     assert "at::Tensor cat(at::TensorList tensors, int64_t dim) {" in located.path(CAT_KERNEL).read_text()
+    assert_kernel_and_functions_cpp_compile_and_link(located, plan, CAT_KERNEL)
+
+
+def assert_kernel_and_functions_cpp_compile_and_link(located: Tree, plan: Plan, kernel: str) -> None:
+    """The kernel source and the Functions.cpp torchgen generates from the edited template compile against the
+    regenerated headers, and their two objects link."""
     headers = compile_check.regenerate_headers(located)
     units = [u for u in generated_sources(located, [plan], headers).units if u.path == "build/aten/src/ATen/Functions.cpp"]
-    assert len(units) == 1 and b"at::native::cat(" in units[0].text
+    assert len(units) == 1 and f"at::native::{plan.op}(".encode() in units[0].text
     report = compile_check.check(located, headers, [plan], units=units)
-    assert report.compiled == (CAT_KERNEL, "build/aten/src/ATen/Functions.cpp") and report.not_compiled == ()
+    assert report.compiled == (kernel, "build/aten/src/ATen/Functions.cpp") and report.not_compiled == ()
     assert report.linked == 2
+
+
+# An op taking an int array, which the dispatcher takes as SymInt[] (a kernel of ours in PyTorch's shape).
+PAD_KERNEL = f"{NATIVE_SOURCES}/ReplicationPadding.cpp"
+PAD_KERNEL_TEXT = """#include <algorithm>
+
+#include <ATen/core/Tensor.h>
+#include <ATen/TensorMeta.h>
+
+#ifndef AT_PER_OPERATOR_HEADERS
+#include <ATen/NativeFunctions.h>
+#else
+#include <ATen/ops/replication_pad1d_meta.h>
+#include <ATen/ops/replication_pad1d_native.h>
+#endif
+
+// replication_pad1d: the last dimension widened on each side by repeating its edge values.
+
+namespace at::meta {
+
+TORCH_META_FUNC(replication_pad1d)(const Tensor& input, IntArrayRef padding) {
+  TORCH_CHECK(padding.size() == 2, "padding size is expected to be 2");
+  TORCH_CHECK(input.dim() == 2 || input.dim() == 3, "expected a 2D or 3D input, got ", input.dim(), "D");
+  DimVector shape(input.sizes().begin(), input.sizes().end());
+  shape.back() += padding[0] + padding[1];
+  TORCH_CHECK(shape.back() >= 1, "the padded width must be at least 1, got ", shape.back());
+  set_output_raw_strided(0, shape, {}, input.options());
+}
+
+} // namespace at::meta
+
+namespace at::native {
+
+TORCH_IMPL_FUNC(replication_pad1d_out_cpu)
+(const Tensor& input, IntArrayRef padding, const Tensor& output) {
+  const int64_t width = input.size(-1);
+  for (int64_t column = 0; column < output.size(-1); ++column) {
+    const int64_t from = std::clamp<int64_t>(column - padding[0], 0, width - 1);
+    output.select(-1, column).copy_(input.select(-1, from));
+  }
+}
+
+} // namespace at::native
+"""
+
+
+def test_an_int_array_reaches_the_kernel_in_the_type_each_function_takes_it(tmp_path: Path) -> None:
+    """Found by the sweep of PyTorch's own UpSampleBicubic2d.cpp: the generated at:: function taking an IntArrayRef
+    passes the dispatcher a SymIntArrayRef it makes of it (c10::fromIntArrayRefSlow), and the kernel the bypass calls
+    instead takes the IntArrayRef: the hand-written function passes its own, the `_symint` one converts its
+    SymIntArrayRef as torchgen's wrapper does. Generated Functions.cpp did not compile."""
+    located = locate(full_tree(tmp_path, {PAD_KERNEL: PAD_KERNEL_TEXT}))
+    plan = make_plan(located, "replication_pad1d")
+    journal.apply(located, [plan])
+    functions = re.sub(r"\s+", " ", located.path(f"{TEMPLATES}/Functions.cpp").read_text()).replace("( ", "(").replace(" )", ")")
+    for head, call in (
+        ("replication_pad1d(const at::Tensor& self, at::IntArrayRef padding)", "(self, padding)"),
+        ("replication_pad1d_symint(const at::Tensor& self, c10::SymIntArrayRef padding)", "(self, C10_AS_INTARRAYREF_SLOW(padding))"),
+        ("replication_pad1d_out(at::Tensor& out, const at::Tensor& self, at::IntArrayRef padding)", "_out(self, padding, out)"),
+    ):
+        assert f"{head} {{ return at::native::replication_pad1d{call};" in functions, head
+    assert "fromIntArrayRefSlow" not in functions
+    assert_kernel_and_functions_cpp_compile_and_link(located, plan, PAD_KERNEL)
 
 
 def test_where_the_autograd_codegen_refuses_the_op_s_entries_alone_its_sources_are_named_not_compiled(

@@ -58,17 +58,29 @@ class ApiFunction:
     def definition_calling(self, native_name: str, conversions: dict[str, str]) -> str:
         """This function with the dispatcher call replaced by a direct call of the kernel.
 
-        CONVERSIONS (`parameter_key` -> expression): how torchgen passes a parameter of that type to the kernel
-        (a SymInt `k` as `k.guard_int(__FILE__, __LINE__)` to a kernel taking int64_t); such parameters of this
-        function (the `_symint` variants) are passed that way, the others as they are."""
-        body = _OPS_CALL.sub(f"at::native::{native_name}", self.body, count=1)
-        src = cpp_syntax.parse(f"{self.definition_head} {{}}".encode())
+        CONVERSIONS (`parameter_key` -> expression): how the kernel's CompositeImplicitAutograd wrapper, which takes
+        the dispatcher's types, passes a parameter to the kernel (a SymInt `k` as `k.guard_int(__FILE__, __LINE__)`
+        to a kernel taking int64_t). Each argument of the dispatcher call that reads one parameter is rebuilt: a
+        parameter of the dispatcher's type (the `_symint` variants) is passed as the wrapper passes it; one the
+        wrapper converts but this function takes in another type is already of the kernel's type (an IntArrayRef the
+        dispatcher call made a SymIntArrayRef of) and is passed as it is; the rest as the dispatcher call passed it."""
+        src = cpp_syntax.parse(f"{self.definition_head} {self.body}".encode())
         node = next(n for n in src.root.named_children if n.type == "function_definition")
-        for type_, name in cpp_syntax.parameters(node):
-            expression = conversions.get(parameter_key(type_, name))
-            if expression is not None:
-                body = re.sub(rf"(?<=[(,])(\s*){name}(?=\s*[,)])", lambda m: m.group(1) + expression, body, count=1)
-        return f"{self.definition_head} {body}"
+        types = {name: type_ for type_, name in cpp_syntax.parameters(node)}
+        converted = {key.rsplit(" ", 1)[1] for key in conversions}
+        call = next(n for n in cpp_syntax.walk(node.child_by_field_name("body"))
+                    if n.type == "call_expression" and _OPS_CALL.fullmatch(src.text(n.child_by_field_name("function"))))
+        spans = [(call.child_by_field_name("function"), f"at::native::{native_name}")]
+        for argument in call.child_by_field_name("arguments").named_children:
+            used = _words(src.text(argument)) & types.keys()
+            if len(used) == 1:
+                name = used.pop()
+                expression = conversions.get(parameter_key(types[name], name), name if name in converted else None)
+                spans += [(argument, expression)] if expression is not None else []
+        data = src.data
+        for spanned, expression in sorted(spans, key=lambda span: -span[0].start_byte):
+            data = data[:spanned.start_byte] + expression.encode() + data[spanned.end_byte:]
+        return data.decode()
 
 
 def as_native_api(code: str) -> str:
