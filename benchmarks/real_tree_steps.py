@@ -161,18 +161,26 @@ def record(op: str, sources: list[str], runs: list[dict], load_before: float) ->
     print(f"wrote {RESULT.relative_to(REPO)}; render it into the pages with `python docs/generate.py`", file=sys.stderr)
 
 
-def laid_over(tree: Path, native_sources: Path, files: list[Path]) -> Path:
-    """A `tree from-torch` tree at TREE around NATIVE_SOURCES, with FILES (PyTorch's own) laid over its native sources."""
+def native_files(directory: Path) -> dict[str, Path]:
+    """The files under DIRECTORY (PyTorch's own, as they sit under its native/: `sparse/SparseCsrTensorMath.cpp` in a
+    subdirectory), by that path."""
+    return {path.relative_to(directory).as_posix(): path for path in sorted(directory.rglob("*")) if path.is_file()}
+
+
+def laid_over(tree: Path, native_sources: Path, files: dict[str, Path]) -> Path:
+    """A `tree from-torch` tree at TREE around NATIVE_SOURCES, with FILES (PyTorch's own, by their path under native/)
+    laid over its native sources."""
     write_tree_from_torch(tree, native_sources)
-    for source in files:
-        shutil.copyfile(source, tree / NATIVE / source.name)
+    for relative, source in files.items():
+        (tree / NATIVE / relative).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(source, tree / NATIVE / relative)
     return tree
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--op", default="mul")
-    parser.add_argument("--sources", type=Path, help=f"files laid over the tree's {NATIVE}/ (PyTorch's own BinaryOps.cpp)")
+    parser.add_argument("--sources", type=Path, help=f"files laid over the tree's {NATIVE}/, each at its path under DIR (PyTorch's own BinaryOps.cpp)")
     parser.add_argument("--record", action="store_true", help=f"write the figures to {RESULT.relative_to(REPO)}")
     parser.add_argument("--measure-one", nargs=2, metavar=("OP", "TREE"), help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -180,7 +188,7 @@ def main() -> None:
         measure_one(args.measure_one[0], Path(args.measure_one[1]))
         return
     load_before = os.getloadavg()[0]
-    sources = sorted(p for p in args.sources.iterdir() if p.is_file()) if args.sources else []  # its files, not subdirectories
+    sources = native_files(args.sources) if args.sources else {}
     with tempfile.TemporaryDirectory(prefix="codemod-bench-") as scratch:
         tree = laid_over(Path(scratch) / "tree", REPO / "target_tree", sources)
         cache = Path(scratch) / "cache"
@@ -196,7 +204,7 @@ def main() -> None:
     for each in runs:
         show(each)
     if args.record:
-        record(args.op, [source.name for source in sources], runs, load_before)
+        record(args.op, list(sources), runs, load_before)
 
 
 if __name__ == "__main__":

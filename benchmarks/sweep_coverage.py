@@ -23,13 +23,13 @@ import tempfile
 from pathlib import Path
 
 from op_sweep import RESULTS, codemod  # benchmarks/: the script's own directory
-from real_tree_steps import laid_over
+from real_tree_steps import NATIVE, laid_over, native_files
 from tutorial_steps import write_result
 
 NEEDS_ITS_SOURCE = "kernel source not in the tree"  # what `ops` says of an op whose structured kernel file is missing
 
 
-def listing(files: list[Path]) -> list[dict]:
+def listing(files: dict[str, Path]) -> list[dict]:
     """`ops` on a tree from the installed wheel whose native sources are FILES alone."""
     with tempfile.TemporaryDirectory(prefix="sweep-coverage-") as scratch:
         (Path(scratch) / "none").mkdir()
@@ -49,7 +49,7 @@ def swept_by_name(real_files: set[str]) -> tuple[dict[str, str], list[str]]:
         if "by_source" not in record:
             counts_only.append(label)
         for source, entry in record.get("by_source", {}).items():
-            if Path(source).name in real_files:
+            if source.removeprefix(f"{NATIVE}/") in real_files:
                 for op in (*entry["bypassed"], *entry["refused"], *entry["failed"]):
                     named.setdefault(op, label)
     return named, counts_only
@@ -61,15 +61,16 @@ def main() -> int:
     parser.add_argument("--record", action="store_true", help="write benchmarks/results/sweep_coverage.json")
     args = parser.parse_args()
     load_before = os.getloadavg()[0]
-    files = sorted((path for directory in args.sources for path in directory.iterdir() if path.is_file()), key=lambda p: p.name)
-    if len({path.name for path in files}) != len(files):
-        sys.exit("two SOURCES directories hold a file of the same name: give each file once")
-    wanted = sorted(row["op"] for row in listing([]) if row["reason"] == NEEDS_ITS_SOURCE)
+    found = [native_files(directory) for directory in args.sources]
+    files = dict(sorted(item for each in found for item in each.items()))
+    if len(files) != sum(map(len, found)):
+        sys.exit("two SOURCES directories hold a file at the same path: give each file once")
+    wanted = sorted(row["op"] for row in listing({}) if row["reason"] == NEEDS_ITS_SOURCE)
     held = sorted(row["op"] for row in listing(files) if row["bypassable"] and row["op"] in wanted)
-    named, counts_only = swept_by_name({path.name for path in files})
+    named, counts_only = swept_by_name(set(files))
     figures = {
         "denominator": len(wanted),
-        "files": [path.name for path in files],
+        "files": list(files),
         "held": len(held),
         "swept_by_name": {op: named[op] for op in held if op in named},
         "sweeps_keeping_counts_only": counts_only,
