@@ -57,17 +57,17 @@ def catalog(tree: Tree) -> list[OpStatus]:
     return statuses
 
 
-def _kernel_structs(doc: NativeYaml, op: str, groups: list[GroupIndex]) -> set[tuple[str, str]]:
+def _kernel_structs(doc: NativeYaml, op: str, groups: list[GroupIndex]) -> list[tuple[str, str]]:
     """Each group's meta struct (its functional entry's name), and its CPU kernel's native struct
     unless the ufunc codegen writes that one."""
-    structs = set()
+    structs = []
     for group in groups:
         functional = next(i for i in group.delegates if doc.entries[i].base == op)
-        structs.add((META, "structured_" + doc.entries[functional].name.replace(".", "_")))
+        structs.append((META, "structured_" + doc.entries[functional].name.replace(".", "_")))
         kernel = native_yaml.cpu_kernel(doc.values[group.out])
         if kernel is not None:  # None: a ufunc, whose CPU impl torchgen writes
-            structs.add((IMPL, f"structured_{kernel}"))
-    return structs
+            structs.append((IMPL, f"structured_{kernel}"))
+    return list(dict.fromkeys(structs))
 
 
 def summary(statuses: list[OpStatus]) -> str:

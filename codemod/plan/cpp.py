@@ -198,7 +198,7 @@ def native_source_edits(tree: Tree, capture: Capture) -> list[Edit]:
     wanted = {(META, s.name): s for s in capture.meta_structs}
     wanted |= {(IMPL, s.name): s for s in capture.native_structs if s.name not in capture.ufunc_structs}
     ufunc = [s for s in capture.native_structs if s.name in capture.ufunc_structs]
-    found = structured_kernels.locate(structured_kernels.find_definitions(tree), op, set(wanted))
+    found = structured_kernels.locate(structured_kernels.find_definitions(tree), op, list(wanted))
     impls = [d for (kind, _), defs in found.items() if kind == IMPL for d in defs]
     kernel_files = {d.path for d in impls} or {d.path for defs in found.values() for d in defs}
     sources = {rel: SourceFile.read(tree, rel) for rel in {d.path for defs in found.values() for d in defs}}

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -77,8 +77,11 @@ def _kept_definitions_in(rel: str, data: bytes) -> list[KernelDefinition]:
     return found
 
 
-def locate(found: dict[tuple[str, str], list[KernelDefinition]], op: str, wanted: set[tuple[str, str]]) -> dict[tuple[str, str], list[KernelDefinition]]:
-    """The definitions of the WANTED (kind, struct) keys, each in one file, the impls all in one file.
+def locate(
+    found: dict[tuple[str, str], list[KernelDefinition]], op: str, wanted: Sequence[tuple[str, str]],
+) -> dict[tuple[str, str], list[KernelDefinition]]:
+    """The definitions of the WANTED (kind, struct) keys, each in one file, the impls all in one file; in WANTED's order
+    (torchgen's), which orders the structs a plan writes where one macro invocation defines several kernels.
 
     Raises NotBypassable otherwise: `ops` lists that reason, `bypass` refuses with it.
     """
