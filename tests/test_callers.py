@@ -216,3 +216,43 @@ def test_callers_by_any_spelling_are_rewritten_or_listed_for_the_compile_check(t
     human = run_codemod("bypass", "mul", "--tree", str(tree), "--dry-run")
     assert "every reference to the removed" not in human.stderr
     assert f"may reach them by a spelling the tool does not rewrite (g++ judges each file after the bypass):\n  {SPELLED_CALLER}:{macro_line}:" in human.stderr
+
+
+# A native source of ours in PyTorch's shape (its TensorConversions.cpp calls _convert_indices_from_coo_to_csr so):
+# inside at::native an unqualified mul() reaches at::mul until the bypass declares at::native::mul beside it.
+UNQUALIFIED = "aten/src/ATen/native/CodemodUnqualified.cpp"
+UNQUALIFIED_TEXT = """#include <ATen/ATen.h>
+
+namespace at::native {
+namespace {
+
+Tensor squared(const Tensor& a) {
+  return mul(a, a);
+}
+
+} // namespace
+
+Tensor codemod_fixture_cubed(const Tensor& a) {
+  return squared(a).mul(a);
+}
+
+} // namespace at::native
+
+namespace codemod_fixture {
+
+at::Tensor squared(const at::Tensor& a) {
+  return mul(a, a);  // found by argument-dependent lookup alone: at::mul, after the bypass too
+}
+
+} // namespace codemod_fixture
+"""
+
+
+def test_an_unqualified_call_in_at_native_becomes_at_qualified_and_compiles(tree: Path) -> None:
+    """Found by the sweep of PyTorch's own TensorConversions.cpp: g++ found the call ambiguous after the bypass."""
+    (tree / UNQUALIFIED).write_text(UNQUALIFIED_TEXT)
+    run = run_codemod("bypass", "mul", "--tree", str(tree), "--no-build", "--json")
+    assert run.returncode == 0, run.stderr
+    assert (tree / UNQUALIFIED).read_text() == UNQUALIFIED_TEXT.replace("Tensor& a) {\n  return mul(", "Tensor& a) {\n  return at::mul(", 1)
+    (compiled,) = [line for line in json.loads(run.stdout)["verified"] if " compiles " in line]
+    assert UNQUALIFIED in compiled

@@ -22,7 +22,10 @@ its line, or is listed there as judged by the compile check. Every file with a
 reference of any kind is compiled after the bypass (`reaching`), a header or an
 `.inl` through a source of the tree that includes it.
 Calls through `at::_ops::OVERLOAD::call/redispatch` still compile but reach
-another kernel after the bypass: they are listed with file:line too.
+another kernel after the bypass: they are listed with file:line too. And an
+unqualified call inside `namespace at::native` of one of the op's functions
+(`mul(a, b)`), which reached `at::mul`, becomes `at::mul(a, b)`: after the
+bypass torchgen declares `at::native::mul` too, and the call would be ambiguous.
 """
 from __future__ import annotations
 
@@ -270,7 +273,10 @@ def caller_edits(tree: Tree, capture: Capture) -> Callers:
     operator_structs = {overload.replace(".", "_"): overload for overload in capture.overloads}
     dispatched = re.compile(rf"\b_ops::({'|'.join(sorted(operator_structs))})::(call|redispatch)\b")
     mentioned = _word(removed)
-    patterns = [p for p in (mentioned, struct_reference, dispatched) if p is not None]
+    # The op's at:: functions whose name torchgen also declares in at::native after the bypass (the kernel's native API)
+    declared = set(capture.native_kernels.values()) & {f.name for f in capture.functions}
+    called_unqualified = _word(declared) if declared else None
+    patterns = [p for p in (mentioned, struct_reference, dispatched, called_unqualified) if p is not None]
     piece_words = _piece_words(removed)
     files = _Files(tree, lambda text: any(p.search(text) for p in patterns) or _pasted(set(piece_words.findall(text)), removed))
     scan = _Scan(files, removed)
@@ -283,8 +289,11 @@ def caller_edits(tree: Tree, capture: Capture) -> Callers:
             if context.names_namespace:
                 _FileCallers(SourceFile.read(tree, rel), context, gone, capture).resolve(found)
         source = None
-        if struct_reference is not None and not rel.startswith("aten/src/ATen/native/"):
+        if called_unqualified is not None and called_unqualified.search(scan.code(rel)):
             source = SourceFile.read(tree, rel)
+            _unqualified_in_native(source, declared, found)
+        if struct_reference is not None and not rel.startswith("aten/src/ATen/native/"):
+            source = source or SourceFile.read(tree, rel)
             for line, _ in _references(scan.code(rel), struct_reference):
                 found.leftovers.append(Leftover(rel, line + 1, _line(source, line), "uses a structured class the bypass no longer generates"))
         for line, match in _references(scan.code(rel), dispatched):
@@ -637,6 +646,22 @@ class _FileCallers:
     def _at(self, node: Node, why: str) -> Leftover:
         line = node.start_point[0]
         return Leftover(self.source.rel, line + 1, self.lines[line], why)
+
+
+def _unqualified_in_native(source: SourceFile, names: set[str], found: Callers) -> None:
+    """Unqualified calls of NAMES inside namespace at::native reached at::NAME, the only NAME there was; after the bypass
+    torchgen declares at::native::NAME too, and g++ finds the call ambiguous. Each becomes at::NAME, the function it
+    called (PyTorch's TensorConversions.cpp calls _convert_indices_from_coo_to_csr so)."""
+    lines = source.src.data.decode(errors="replace").splitlines()
+    for node in cpp_syntax.walk(source.src.root):
+        function = node.child_by_field_name("function") if node.type == "call_expression" else None
+        if function is None or function.type != "identifier" or cpp_syntax.text(function) not in names:
+            continue
+        if cpp_syntax.namespaces(node)[:2] == ("at", "native"):
+            name, line = cpp_syntax.text(function), function.start_point[0]
+            why = f"at::native::{name} is declared after the bypass: the unqualified call would be ambiguous"
+            found.edits.append(Edit(source.rel, function.start_byte, function.end_byte, f"at::{name}", why))
+            found.rewritten.append(Leftover(source.rel, line + 1, lines[line], f"{name}, unqualified in at::native"))
 
 
 def _outermost_qualified(node: Node) -> Node:

@@ -77,14 +77,14 @@ def make_plan(tree: Tree, op: str, guarded: bool = False) -> Plan:
     formula_edits, removed = plan_yaml.derivatives_edits(derivatives, overloads)
     foreach_ops, foreach_edits = _foreach_cascade(tree, op, apply_edits(derivatives.encode(), formula_edits).decode())
     callers = plan_callers.caller_edits(tree, captured)
-    edits = [
+    needed = [
         *yaml_edits,
         *formula_edits,
         *foreach_edits,
         *plan_cpp.template_edits(tree, captured),
         *plan_cpp.native_source_edits(tree, captured),
-        *callers.edits,
     ]
+    edits = [*needed, *callers.edits]
     return Plan(
         op=op,
         overloads=overloads,
@@ -93,7 +93,7 @@ def make_plan(tree: Tree, op: str, guarded: bool = False) -> Plan:
         leftovers=tuple(callers.leftovers),
         losses=_losses(groups, removed, foreach_ops, captured.other_native_structs),
         capture=captured,
-        independent_paths=tuple(sorted({edit.path for edit in callers.edits})),
+        independent_paths=tuple(sorted({edit.path for edit in callers.edits} - {edit.path for edit in needed})),  # not a kernel's file
         reaching=tuple(callers.reaching),
     )
 
