@@ -18,7 +18,7 @@ from torchgen.context import native_function_manager
 from torchgen.gen import get_grouped_native_functions, parse_native_yaml
 from torchgen.model import DispatchKey, NativeFunctionsGroup
 
-from codemod.verify import bypass_ext, extension
+from codemod.verify import bypass_ext, extension, harness
 from codemod.verify.signature import Parameter, parameters, plain_type
 
 PACKAGED = Path(torchgen.__file__).parent / "packaged" / "ATen"
@@ -65,13 +65,18 @@ def test_the_binding_of_every_type_compiles_and_takes_python_values() -> None:
     binds a CPU wrapper's forward; the tensor lists are called with Python lists."""
     declared = {text for by_overload in WHEEL_TYPES.values() for text in by_overload.values()}
     declared |= {f"const {type_} &" for type_ in bypass_ext.BOUND_TYPES}
-    functions, bound = [], []
+    functions, bound, lists = [], [], []
     for number, text in enumerate(sorted(declared)):
         (parameter,) = parameters(f"int64_t take_{number}({text} value)")
         returned = "value.size()" if "List" in plain_type(parameter.type) else "0"  # a tensor list: its length
         functions.append(f"int64_t take_{number}({text} value) {{ return {returned}; }}")
         bound.append(bypass_ext.binding(bypass_ext.Bound(text, f"take_{number}", f"take_{number}",
                                                          (Parameter("value", parameter.type, None),), "int64_t")))
+        if "List" in plain_type(parameter.type):  # the bench harness's Sample holds it too, made of N-element tensors
+            made = f"{harness.sample_type(parameter)} value; value = {harness.list_sample(parameter, 2)};"  # as make_sample sets it
+            functions.append(f"int64_t made_{number}(int64_t numel) {{ {made} return value.size(); }}")
+            bound.append(f'  m.def("made_{number}", &made_{number});')
+            lists.append(number)
 
     def render(name: str) -> str:
         return "\n".join(["#include <ATen/ATen.h>", "#include <torch/csrc/utils/pybind.h>", "", extension.TO_SCALAR,
@@ -83,3 +88,6 @@ def test_the_binding_of_every_type_compiles_and_takes_python_values() -> None:
     for text, value in (("const at::ITensorListRef &", tensors), ("const at::TensorList &", tensors),
                         ("const c10::List<::std::optional<at::Tensor>> &", [tensors[0], None])):
         assert getattr(module, f"take_{texts.index(text)}")(value=value) == 2, text
+    assert {texts[number] for number in lists} >= {"const at::ITensorListRef &", "const c10::List<::std::optional<at::Tensor>> &"}
+    for number in lists:
+        assert getattr(module, f"made_{number}")(3) == 2, texts[number]

@@ -175,6 +175,17 @@ def _cpp_value(value: object) -> str:
     raise BadInput(f"the timed call cannot pass {value!r} from C++")
 
 
+def list_sample(param: Parameter, count: int) -> str:
+    """The Sample's value of the tensor list PARAM: COUNT tensors of `numel` elements, in the type the Sample holds it
+    (a std::vector for `Tensor[]`, a c10::List for `Tensor?[]`)."""
+    return f"{sample_type(param)}{{{', '.join(['at::randn({numel})'] * count)}}}"
+
+
+def sample_type(param: Parameter) -> str:
+    """The type of the Sample's field holding PARAM (a view such as ITensorListRef is held by what owns its elements)."""
+    return _stored(param)[0]
+
+
 def _stored(param: Parameter) -> tuple[str, str]:
     return VIEW_STORAGE.get(plain_type(param.type), (param.type, "{}"))
 
@@ -203,14 +214,14 @@ def timed_call(capture: Capture, group: OpGroup, guarded: GuardedApi | None = No
     held = {p.name: len(samples.tensors_in(call.arguments[p.name])) for p in dispatcher}  # tensors each argument holds
     tensors = [name for name, count in held.items() if count]
     lists = {name for name in tensors if not samples.is_tensor_value(call.arguments[name])}  # `Tensor[]` (cat's)
-    fields = "\n".join(f"  {_stored(p)[0]} {p.name};" for p in dispatcher)
+    fields = "\n".join(f"  {sample_type(p)} {p.name};" for p in dispatcher)
 
-    def made(name: str) -> str:
-        if name in lists:
-            return f"std::vector<at::Tensor>{{{', '.join(['at::randn({numel})'] * held[name])}}}"
-        return "at::randn({numel})" if name in tensors else _cpp_value(call.arguments[name])
+    def made(param: Parameter) -> str:
+        if param.name in lists:
+            return list_sample(param, held[param.name])
+        return "at::randn({numel})" if param.name in tensors else _cpp_value(call.arguments[param.name])
 
-    assigned = "\n".join(f"  s.{p.name} = {made(p.name)};" for p in dispatcher)
+    assigned = "\n".join(f"  s.{p.name} = {made(p)};" for p in dispatcher)
     first = f"{tensors[0]}[0]" if tensors[0] in lists else tensors[0]
 
     def passed(params: list[Parameter]) -> str:
