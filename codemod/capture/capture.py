@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 
 from codemod.model import cache, cpp_syntax, progress
 from codemod.model.cpp_syntax import Source, text
+from codemod.model.edits import Edit, apply_edits
 from codemod.model.errors import BadInput
 from codemod.model.tree import NATIVE_FUNCTIONS, TAGS, TEMPLATES, Tree
 
@@ -70,17 +71,16 @@ class ApiFunction:
         converted = {key.rsplit(" ", 1)[1] for key in conversions}
         call = next(n for n in cpp_syntax.walk(node.child_by_field_name("body"))
                     if n.type == "call_expression" and _OPS_CALL.fullmatch(src.text(n.child_by_field_name("function"))))
-        spans = [(call.child_by_field_name("function"), f"at::native::{native_name}")]
+        function = call.child_by_field_name("function")
+        edits = [Edit("", function.start_byte, function.end_byte, f"at::native::{native_name}", "the kernel, not the dispatcher")]
         for argument in call.child_by_field_name("arguments").named_children:
             used = _words(src.text(argument)) & types.keys()
             if len(used) == 1:
                 name = used.pop()
                 expression = conversions.get(parameter_key(types[name], name), name if name in converted else None)
-                spans += [(argument, expression)] if expression is not None else []
-        data = src.data
-        for spanned, expression in sorted(spans, key=lambda span: -span[0].start_byte):
-            data = data[:spanned.start_byte] + expression.encode() + data[spanned.end_byte:]
-        return data.decode()
+                if expression is not None:
+                    edits.append(Edit("", argument.start_byte, argument.end_byte, expression, f"{name} as the kernel takes it"))
+        return apply_edits(src.data, edits).decode()
 
 
 def as_native_api(code: str) -> str:

@@ -275,7 +275,7 @@ def caller_edits(tree: Tree, capture: Capture) -> Callers:
     mentioned = _word(removed)
     # The op's at:: functions whose name torchgen also declares in at::native after the bypass (the kernel's native API)
     declared = set(capture.native_kernels.values()) & {f.name for f in capture.functions}
-    called_unqualified = _word(declared) if declared else None
+    called_unqualified = _unqualified_call(declared) if declared else None
     patterns = [p for p in (mentioned, struct_reference, dispatched, called_unqualified) if p is not None]
     piece_words = _piece_words(removed)
     files = _Files(tree, lambda text: any(p.search(text) for p in patterns) or _pasted(set(piece_words.findall(text)), removed))
@@ -652,7 +652,6 @@ def _unqualified_in_native(source: SourceFile, names: set[str], found: Callers) 
     """Unqualified calls of NAMES inside namespace at::native reached at::NAME, the only NAME there was; after the bypass
     torchgen declares at::native::NAME too, and g++ finds the call ambiguous. Each becomes at::NAME, the function it
     called (PyTorch's TensorConversions.cpp calls _convert_indices_from_coo_to_csr so)."""
-    lines = source.src.data.decode(errors="replace").splitlines()
     for node in cpp_syntax.walk(source.src.root):
         function = node.child_by_field_name("function") if node.type == "call_expression" else None
         if function is None or function.type != "identifier" or cpp_syntax.text(function) not in names:
@@ -661,7 +660,12 @@ def _unqualified_in_native(source: SourceFile, names: set[str], found: Callers) 
             name, line = cpp_syntax.text(function), function.start_point[0]
             why = f"at::native::{name} is declared after the bypass: the unqualified call would be ambiguous"
             found.edits.append(Edit(source.rel, function.start_byte, function.end_byte, f"at::{name}", why))
-            found.rewritten.append(Leftover(source.rel, line + 1, lines[line], f"{name}, unqualified in at::native"))
+            found.rewritten.append(Leftover(source.rel, line + 1, _line(source, line), f"{name}, unqualified in at::native"))
+
+
+def _unqualified_call(names: set[str]) -> re.Pattern[str]:
+    """NAMES called with no scope or object before them (`mul(`, not `at::mul(` or `a.mul(`): the files worth parsing."""
+    return re.compile(rf"(?<![\w:.>])({'|'.join(sorted(map(re.escape, names)))})\s*\(")
 
 
 def _outermost_qualified(node: Node) -> Node:
