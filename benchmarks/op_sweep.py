@@ -32,7 +32,7 @@ NO_SOURCE = "(kernel source not named)"  # explain failed, or a row from before 
 
 def codemod(*args: str) -> tuple[int, dict]:
     run = subprocess.run([sys.executable, "-m", "codemod", *args, "--json"], capture_output=True, text=True)
-    if run.returncode < 0:  # a signal: the check runs torch's kernel and the bypass's inside codemod's own process
+    if run.returncode < 0:  # a signal killed codemod itself (the check runs the kernels in a child process of its own)
         return run.returncode, {"error": f"codemod was killed by {signal.Signals(-run.returncode).name} after: "
                                          f"{(run.stderr.strip().splitlines() or ['no output'])[-1].strip()}"}
     try:

@@ -15,16 +15,19 @@ import re
 import subprocess
 import sys
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 import torch
+import torchgen
 from torchgen.model import FunctionSchema
 
 from codemod.cli import catalog
+from codemod.model import native_yaml
 from codemod.model.errors import VerificationFailed
 from codemod.model.tree import locate
 from codemod.plan.plan import op_entries
-from codemod.verify import bypass_ext, captured, opinfo_check, samples
+from codemod.verify import bypass_ext, captured, check_process, opinfo_check, samples
 from tests import sampling
 from tests.conftest import OUTPUT_SCHEMA, TARGET_TREE, run_codemod
 
@@ -219,3 +222,64 @@ def test_a_sample_generator_that_raises_is_skipped_and_named() -> None:
     assert re.fullmatch(r"OpInfo bmm\S* int64 samples from \d+ on \(RuntimeError: random_ expects 'from' to be less than 'to'.*\)", skipped)
     report = opinfo_check.CheckReport("bmm", [samples.dtype_name(d) for d in made.dtypes], skipped_samples=list(made.skipped))
     assert report.summary().endswith(f"; OpInfo samples skipped, their generator raised: {skipped}")
+
+
+# ---------------------------------------------------------------- a kernel killed by a signal (check_process)
+
+CRASHING_BYPASS = """
+import ctypes
+from pathlib import Path
+from codemod.verify import extension
+
+_bypass = extension.import_module(Path({library!r}))
+
+
+def __getattr__(name):
+    return getattr(_bypass, name)
+
+
+def mul_Tensor(**arguments):  # the real bypass, but killed by SIGSEGV on a 0-dim self, as a kernel reading past its end
+    if arguments["self"].dim() == 0:
+        ctypes.string_at(0)
+    return _bypass.mul_Tensor(**arguments)
+"""
+
+TORCHS_OWN_KERNEL = """
+import torch
+
+quietly = lambda run: run()
+_convert_indices_from_csr_to_coo = torch.ops.aten._convert_indices_from_csr_to_coo.default
+_convert_indices_from_csr_to_coo_out = torch.ops.aten._convert_indices_from_csr_to_coo.out
+"""
+
+
+def test_a_bypass_killed_by_a_signal_is_a_verdict_naming_the_call(every_op, tmp_path) -> None:
+    """The check runs in a child process: a bypass that dies by SIGSEGV on one call is exit 1 naming that call, and
+    the command goes on to say so (before, it took codemod's own process with it: exit 139, no line of ours)."""
+    crashing = tmp_path / "crashing_mul.py"
+    crashing.write_text(CRASHING_BYPASS.format(library=every_op.__file__))
+    with check_process.Checker() as checker, pytest.raises(VerificationFailed) as raised:
+        checker.check("mul", crashing, op_entries(TREE, "mul").groups)
+    said = str(raised.value)
+    assert raised.value.exit_code == 1
+    assert said.startswith("mul: the bypass was killed by SIGSEGV in mul.Tensor functional, on mul.out "), said
+    assert re.search(r"self=\w+\[\]", said), said  # the 0-dim self it died on
+
+
+def test_a_call_torchs_own_kernel_is_killed_on_is_named_and_not_compared(tmp_path) -> None:
+    """Torch's own `_convert_indices_from_csr_to_coo` does not validate its indices: generated ones kill it (SIGSEGV).
+    Nothing can be compared on such a call (the bypass calls the same kernel); the check starts again past it, and
+    the report names each, the bypass (here torch's own kernel too) compared on the rest."""
+    op = "_convert_indices_from_csr_to_coo"
+    bypass = tmp_path / "csr_to_coo.py"
+    bypass.write_text(TORCHS_OWN_KERNEL)
+    wheel_yaml = Path(torchgen.__file__).parent / "packaged" / "ATen" / "native" / "native_functions.yaml"
+    groups = native_yaml.op_groups(native_yaml.load("native_functions.yaml", wheel_yaml.read_text()), op)
+    with check_process.Checker() as checker:
+        report = checker.check(op, bypass, groups)
+    assert report.ok and not report.failures
+    assert 0 < len(report.torch_killed) <= check_process.MAX_TORCH_CRASHES
+    assert all(re.fullmatch(rf"{op}\.out .* \(torch's own kernel was killed by SIGSEGV in {op}(\.out)? \S+.*\)", k)
+               for k in report.torch_killed), report.torch_killed
+    assert sum(report.checked.values()) > 0
+    assert f"not compared on {len(report.torch_killed)} calls torch's own kernel was killed on" in report.summary()

@@ -102,6 +102,11 @@ class OpGroup:
     def names(self) -> tuple[str, ...]:
         return tuple(m.name for m in self.members)
 
+    @property
+    def schemas(self) -> tuple[tuple[str, str], ...]:
+        """Each member's overload name and its schema's text."""
+        return tuple((m.name, str(m.values["func"])) for m in self.members)
+
 
 @dataclass(frozen=True)
 class NativeYaml:

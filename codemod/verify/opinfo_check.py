@@ -11,94 +11,37 @@ each element of a tuple result), and out= / in-place must return the tensors the
 A group whose calls cannot be generated (a `str` argument no sample passes and the
 schema gives no default) and that no OpInfo sample fits is named as not checked; an
 OpInfo sample generator that raises is named too, the op checked on the samples made.
+It runs in a child process (`check_process`), whose `Witness` hears of each call before it is made.
 """
 from __future__ import annotations
 
+import functools
 import warnings
-from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from types import ModuleType
 
 import torch
 
-from codemod.capture.capture import Capture
-from codemod.model import progress
-from codemod.model.errors import VerificationFailed
-from codemod.model.tree import Tree
-from codemod.verify import bypass_ext, samples
-from codemod.verify.captured import current_entries
+from codemod.verify import samples
+from codemod.verify.check_process import BYPASS, TORCH, Witness
+from codemod.verify.check_report import CheckReport, Failure
 from codemod.verify.samples import Call, Group, Overload
 
 
 @dataclass(frozen=True)
-class Failure:
-    overload: str
-    variant: str  # "functional", "out= (resized)", "in-place", ...
-    call: str  # Call.describe()
-    what: str
-
-    def __str__(self) -> str:
-        return f"{self.overload} {self.variant}, {self.call}: {self.what}"
+class _Run:
+    module: ModuleType  # the bypass, bound
+    report: CheckReport  # what was compared so far
+    witness: Witness  # told of each call before it is made
 
 
-@dataclass
-class CheckReport:
-    op: str
-    dtypes: list[str]
-    checked: Counter = field(default_factory=Counter)  # overload -> comparisons
-    returned: Counter = field(default_factory=Counter)  # overload -> comparisons where both returned a result
-    both_raise: int = 0
-    calls_by_source: Counter = field(default_factory=Counter)  # "OpInfo", "schema", "edge" -> calls
-    inplace_skipped: int = 0  # OpInfo samples that broadcast self
-    failures: list[Failure] = field(default_factory=list)
-    unchecked: dict[str, str] = field(default_factory=dict)  # overloads not compared, each with why
-    skipped_samples: list[str] = field(default_factory=list)  # OpInfo sample generators that raised, each with why
-
-    @property
-    def ok(self) -> bool:
-        """Nothing disagreed, and something was compared or what was not is named."""
-        return not self.failures and (sum(self.checked.values()) > 0 or bool(self.unchecked))
-
-    def require_ok(self) -> None:
-        """Raise VerificationFailed (exit 1) naming the first failing call, unless every comparison agreed."""
-        if not self.ok:
-            first = self.failures[0] if self.failures else "no comparison was made"
-            raise VerificationFailed(f"{self.op}: the bypass disagrees with torch on {len(self.failures)} of "
-                                     f"{sum(self.checked.values())} comparisons; the first: {first}")
-
-    def summary(self) -> str:
-        per_overload = ", ".join(f"{name} {count}" for name, count in self.checked.items())
-        sources = ", ".join(f"{count} {source}" for source, count in self.calls_by_source.items())
-        reasons: dict[str, list[str]] = {}
-        for overload, why in self.unchecked.items():
-            reasons.setdefault(why, []).append(overload)
-        not_checked = "".join(f"; not checked: {', '.join(names)} ({why})" for why, names in reasons.items())
-        errors_only = [name for name in self.checked if not self.returned[name]]
-        if errors_only:  # no sample torch accepts: what was compared is that both paths refuse the same calls
-            not_checked += f"; compared on errors only (torch raised on every call): {', '.join(errors_only)}"
-        if self.skipped_samples:  # PyTorch's generator raised: checked on the samples it made before
-            not_checked += f"; OpInfo samples skipped, their generator raised: {'; '.join(self.skipped_samples)}"
-        return (f"{self.op}: {sum(self.checked.values())} comparisons with torch ({per_overload}); calls: {sources}; "
-                f"dtypes {', '.join(self.dtypes)}; {self.both_raise} where both raise; "
-                f"{self.inplace_skipped} in-place skipped (the sample broadcasts self); {len(self.failures)} failed"
-                f"{not_checked}")
-
-
-def check_op(tree: Tree, op: str, captured: Capture | None = None, module: ModuleType | None = None) -> CheckReport:
-    """Compile OP's bypass as an extension (unless MODULE binds it already) and check every structured group."""
-    if module is None:
-        module, _ = bypass_ext.load(tree, [op], {op: captured} if captured else None)
-    groups = [samples.group_of(g) for g in current_entries(tree, op).groups]
-    with progress.step(f"check: {op}'s bypass against torch on OpInfo samples, generated calls and edge cases"):
-        return check(module, op, groups)
-
-
-def check(module: ModuleType, op: str, groups: list[Group]) -> CheckReport:
+def check(module: ModuleType, op: str, groups: list[Group], witness: Witness | None = None) -> CheckReport:
     sampled = [samples.op_samples(group, op) for group in groups]
     dtypes = sampled[0].dtypes
     report = CheckReport(op, [samples.dtype_name(d) for d in dtypes])
     report.skipped_samples = list(dict.fromkeys(why for opinfo in sampled for why in opinfo.skipped))
+    checking = _Run(module, report, witness or Witness())
     for group, opinfo in zip(groups, sampled):
         torch.manual_seed(0)  # the generated calls alike whether the samples came from the build cache or not
         calls = [c for dtype in dtypes for c in opinfo.calls[dtype]]
@@ -115,9 +58,19 @@ def check(module: ModuleType, op: str, groups: list[Group]) -> CheckReport:
         report.calls_by_source[source] += len(calls)
         report.calls_by_source["edge"] += len(edges)
         for call in (*calls, *edges):
-            _check_call(module, group, call, report)
-        _check_out_errors(module, group, edges[0], report)
+            _step(checking, f"{group.out.name} {call.describe()}", functools.partial(_check_call, checking, group, call))
+        _step(checking, f"{group.out.name} out= of a wrong dtype and too large, {edges[0].describe()}",
+              functools.partial(_check_out_errors, checking, group, edges[0]))
     return report
+
+
+def _step(checking: _Run, description: str, compare: Callable[[], None]) -> None:
+    """COMPARE, told to the witness first; unless an earlier run's torch kernel was killed on it: then named."""
+    killed = checking.witness.step(description)
+    if killed is None:
+        compare()
+    else:
+        checking.report.torch_killed.append(killed)
 
 
 Result = torch.Tensor | tuple[torch.Tensor, ...]
@@ -132,12 +85,15 @@ def _outcome(module: ModuleType, run: Callable[[], Result]) -> tuple[Result | No
         return None, f"{type(error).__name__}: {str(error).strip().splitlines()[0][:200] if str(error).strip() else ''}"
 
 
-def _compare(module: ModuleType, report: CheckReport, overload: Overload, variant: str, call: Call,
+def _compare(checking: _Run, overload: Overload, variant: str, call: Call,
              reference: Callable[[], Result], bypass: Callable[[], Result]) -> Result | None:
     """Run both; record a failure unless both raise or both agree (each element of a tuple). Returns torch's result."""
+    report = checking.report
     report.checked[overload.name] += 1
-    want, want_error = _outcome(module, reference)
-    got, got_error = _outcome(module, bypass)
+    checking.witness.side(TORCH, f"{overload.name} {variant}")
+    want, want_error = _outcome(checking.module, reference)
+    checking.witness.side(BYPASS, f"{overload.name} {variant}")
+    got, got_error = _outcome(checking.module, bypass)
     what = None
     if want_error and got_error:
         report.both_raise += 1
@@ -167,21 +123,21 @@ def _returning(result: Result, written: tuple[torch.Tensor, ...], variant: str) 
     return written if len(written) > 1 else written[0]
 
 
-def _check_call(module: ModuleType, group: Group, call: Call, report: CheckReport) -> None:
+def _check_call(checking: _Run, group: Group, call: Call) -> None:
     args = call.arguments
     want = None
     if group.functional is not None:
-        function = getattr(module, group.functional.python_name)
-        want = _compare(module, report, group.functional, "functional", call,
+        function = getattr(checking.module, group.functional.python_name)
+        want = _compare(checking, group.functional, "functional", call,
                         lambda: group.functional.reference()(**args), lambda: function(**args))
     dtypes = _out_dtypes(group, call, want)
-    _check_out(module, group, call, report, "out= (resized)", lambda: [torch.empty(0, dtype=d) for d in dtypes])
+    _check_out(checking, group, call, "out= (resized)", lambda: [torch.empty(0, dtype=d) for d in dtypes])
     if group.inplace is None:
         return
     if call.broadcasts_input:
-        report.inplace_skipped += 1
+        checking.report.inplace_skipped += 1
         return
-    function = getattr(module, group.inplace.python_name)
+    function = getattr(checking.module, group.inplace.python_name)
 
     def run(callee: Callable) -> Callable[[], torch.Tensor]:
         def in_place() -> torch.Tensor:
@@ -189,13 +145,13 @@ def _check_call(module: ModuleType, group: Group, call: Call, report: CheckRepor
             return _returning(callee(**{**args, "self": self}), (self,), "in-place")
         return in_place
 
-    _compare(module, report, group.inplace, "in-place", call, run(group.inplace.reference()), run(function))
+    _compare(checking, group.inplace, "in-place", call, run(group.inplace.reference()), run(function))
 
 
-def _check_out(module: ModuleType, group: Group, call: Call, report: CheckReport, variant: str,
+def _check_out(checking: _Run, group: Group, call: Call, variant: str,
                make_outs: Callable[[], list[torch.Tensor]]) -> None:
     """The out= overload, its out arguments (one per result, by their schema names) made by MAKE_OUTS."""
-    function = getattr(module, group.out.python_name)
+    function = getattr(checking.module, group.out.python_name)
     names = [a.name for a in group.out.schema.arguments.out]
 
     def run(callee: Callable) -> Callable[[], Result]:
@@ -204,16 +160,17 @@ def _check_out(module: ModuleType, group: Group, call: Call, report: CheckReport
             return _returning(callee(**call.arguments, **dict(zip(names, outs))), tuple(outs), "out=")
         return with_out
 
-    _compare(module, report, group.out, variant, call, run(group.out.reference()), run(function))
+    _compare(checking, group.out, variant, call, run(group.out.reference()), run(function))
 
 
-def _check_out_errors(module: ModuleType, group: Group, call: Call, report: CheckReport) -> None:
+def _check_out_errors(checking: _Run, group: Group, call: Call) -> None:
     """out= of a wrong dtype (an error, or a cast both paths make alike), and too large (resized down)."""
     count = len(group.out.schema.arguments.out)
-    _check_out(module, group, call, report, "out= wrong dtype (int16)",
+    _check_out(checking, group, call, "out= wrong dtype (int16)",
                lambda: [torch.empty(3, 4, dtype=torch.int16) for _ in range(count)])
+    checking.witness.side(TORCH, f"{group.functional.name if group.functional else group.out.name} (the result's dtypes)")
     dtypes = _out_dtypes(group, call, _functional_result(group, call))
-    _check_out(module, group, call, report, "out= too large [7,7]", lambda: [torch.empty(7, 7, dtype=d) for d in dtypes])
+    _check_out(checking, group, call, "out= too large [7,7]", lambda: [torch.empty(7, 7, dtype=d) for d in dtypes])
 
 
 def _out_dtypes(group: Group, call: Call, result: Result | None) -> list[torch.dtype]:

@@ -16,7 +16,7 @@ import contextlib
 import functools
 import itertools
 import pickle
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -76,7 +76,12 @@ class Group:
 
 
 def group_of(op_group: OpGroup) -> Group:
-    overloads = [Overload(m.name, FunctionSchema.parse(str(m.values["func"]))) for m in op_group.members]
+    return group_from(op_group.schemas)
+
+
+def group_from(schemas: Sequence[Sequence[str]]) -> Group:
+    """The Group of SCHEMAS (OpGroup.schemas): each member's overload name and its schema's text."""
+    overloads = [Overload(name, FunctionSchema.parse(func)) for name, func in schemas]
     by_kind = {o.kind: o for o in overloads}
     return Group(by_kind.get(SchemaKind.functional), by_kind.get(SchemaKind.inplace), by_kind[SchemaKind.out])
 
@@ -379,6 +384,8 @@ def values(argument: Argument, ndim: int, strings: dict[str, tuple[str, ...]]) -
                           "passes one and the schema gives no default")
     elif isinstance(base, ListType) and base.elem in (TENSOR, OptionalType(TENSOR)):
         found = ([A_TENSOR, A_TENSOR],)  # `Tensor[]` (cat's tensors), `Tensor?[]`: two tensors of the call's shape
+    elif isinstance(base, ListType) and (base.size or 0) > 1:  # `int[2] kernel_size`: torch's binding takes that many
+        found = ([1] * base.size, [2] * base.size)
     elif isinstance(base, ListType):
         found = _dim_lists(ndim)
     elif not isinstance(base, BaseType):

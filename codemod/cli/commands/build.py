@@ -1,8 +1,6 @@
 """`codemod build OP`: the bypass compiled against the installed libtorch and checked against the dispatcher."""
 from __future__ import annotations
 
-import importlib
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import click
@@ -15,8 +13,8 @@ from codemod.model import progress
 from codemod.model.errors import BadInput, VerificationFailed
 from codemod.model.tree import Tree, locate
 from codemod.verify import build as build_step
-from codemod.verify import bypass_ext, checkout, checks, extension
-from codemod.verify.captured import bypassed_or_current
+from codemod.verify import bypass_ext, check_process, checkout, checks
+from codemod.verify.captured import bypassed_or_current, current_entries
 from codemod.verify.compiler import Built
 
 
@@ -65,12 +63,16 @@ def build_and_check(
     refusal = None if guarded else bypass_ext.unbindable(capture)
     if refusal is not None:  # before compiling anything
         raise refusal
-    with progress.step(f"build: compile {op}'s {what}"), ThreadPoolExecutor(max_workers=1) as pool:
-        def importing_the_check() -> None:  # the OpInfo check's imports (torch: seconds) beside the compiler
-            if check:
-                pool.submit(importlib.import_module, "codemod.verify.opinfo_check")
+    with check_process.Checker() as checker:
+        with progress.step(f"build: compile {op}'s {what}"):
+            # the check's process imports torch (seconds) beside the compiler
+            built = guarded_ext.build(tree, op, capture) if guarded else build_step.build(
+                tree, op, captured, compiling=checker.start if check else lambda: None)
+        return _report_and_check(tree, op, capture, built, checker, check, show_checks, guarded)
 
-        built = guarded_ext.build(tree, op, capture) if guarded else build_step.build(tree, op, captured, compiling=importing_the_check)
+
+def _report_and_check(tree: Tree, op: str, capture: Capture, built: Built, checker: check_process.Checker,
+                      check: bool, show_checks: bool, guarded: bool) -> dict:
     how = "cache hit" if built.cached else "compiled"
     say(f"{op}: {how} in {built.seconds:.2f} s: {built.executable}")
     say(f"  source: {built.source}")
@@ -81,7 +83,7 @@ def build_and_check(
     if not check:
         return outcome
     kept = checks.kept_verdicts(built, op)
-    verdicts = kept or _run_checks(tree, op, capture, built, show_checks)
+    verdicts = kept or _run_checks(tree, op, built, checker, show_checks)
     if verdicts["cpp_output"] is not None:
         _say_cpp_checks(verdicts["cpp_output"], show_checks)
         passed, failed = checks.tally(verdicts["cpp_output"])
@@ -106,7 +108,7 @@ def _say_cpp_checks(output: str, show_checks: bool) -> None:
             say(f"  {line}")
 
 
-def _run_checks(tree: Tree, op: str, capture: Capture, built: Built, show_checks: bool) -> checks.Verdicts:
+def _run_checks(tree: Tree, op: str, built: Built, checker: check_process.Checker, show_checks: bool) -> checks.Verdicts:
     """Run BUILT's C++ checks and, where it binds the bypass, the comparisons with torch; VerificationFailed on the
     first that disagrees, naming it, after what it printed."""
     cpp_output = torch_summary = torch_comparisons = None
@@ -117,9 +119,8 @@ def _run_checks(tree: Tree, op: str, capture: Capture, built: Built, show_checks
             _say_cpp_checks(checked.output, show_checks)
             raise VerificationFailed(f"{op}: the bypass disagrees with the dispatcher ({checked.failed} checks failed)")
     if built.module is not None:
-        from codemod.verify import opinfo_check  # imports torch (seconds): only when checking
-
-        compared = opinfo_check.check_op(tree, op, capture, extension.import_module(built.module))
+        with progress.step(f"check: {op}'s bypass against torch on OpInfo samples, generated calls and edge cases"):
+            compared = checker.check(op, built.module, current_entries(tree, op).groups)
         if not compared.ok:
             say(f"  {compared.summary()}")
             for failure in compared.failures[:10]:

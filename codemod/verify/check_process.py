@@ -1,0 +1,176 @@
+"""The comparison with torch (opinfo_check) in a child process, so no kernel can take the tool down with it.
+
+The check runs torch's own kernels and the bypass on generated calls; some of torch's internal kernels do not
+validate their inputs (`_convert_indices_from_csr_to_coo` on crow indices that disagree with col indices) and die
+by a signal. In codemod's own process that ended the command with no line of ours. Here the child says, in a file
+of events, each call it is about to make and on which side (torch's kernel, or the bypass), flushed before the call:
+- the bypass killed by a signal is a verdict, VerificationFailed naming the call;
+- torch's own kernel killed by a signal leaves nothing to compare on that call: the child is started again, told to
+  skip it, and the report names it (the calls are made again the same: the samples are seeded and kept).
+`Checker.start` starts the child early (`codemod build` does as it starts compiling), so it imports torch and the
+check while the parent compiles; the parent imports neither.
+"""
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TextIO
+
+from codemod.model.errors import BadInput, CodemodError, VerificationFailed
+from codemod.model.native_yaml import OpGroup
+from codemod.verify.check_report import CheckReport
+
+# Torch's kernel killed on this many calls: the op's generated calls are not ones it can take; stop starting again.
+MAX_TORCH_CRASHES = 16
+TORCH, BYPASS, STEP = "torch", "bypass", "step"
+
+
+class Witness:
+    """What the child tells its parent, a line per event: each step of the check (a call, all its variants) before
+    it runs, and each side before it runs; the steps the parent names as skipped are not run but reported."""
+
+    def __init__(self, events: TextIO | None = None, skipped: dict[int, list[str]] | None = None) -> None:
+        self._events = events
+        self._skipped = skipped or {}
+        self._step = 0
+
+    def step(self, description: str) -> str | None:
+        """Start the next step; None to run it, or why it is skipped (the step ran before and torch's kernel died)."""
+        self._step += 1
+        if self._step in self._skipped:
+            said, why = self._skipped[self._step]
+            if said != description:  # the calls were not made again the same: a skip would hide another call
+                raise RuntimeError(f"step {self._step} of the check was {said!r}, is now {description!r}")
+            return why
+        self._say(STEP, description)
+        return None
+
+    def side(self, who: str, variant: str) -> None:
+        """WHO (TORCH or BYPASS) is about to run VARIANT ("mul.out out= (resized)") of the step's call."""
+        self._say(who, variant)
+
+    def _say(self, what: str, description: str) -> None:
+        if self._events is not None:
+            self._events.write(json.dumps([self._step, what, description]) + "\n")
+            self._events.flush()
+
+
+class Checker:
+    """The child process that runs the check, ended when the block ends whatever happened."""
+
+    def __enter__(self) -> Checker:
+        self._scratch = tempfile.TemporaryDirectory(prefix="codemod-check-")
+        self._child: subprocess.Popen | None = None
+        return self
+
+    def start(self) -> None:
+        """Start the child now, before `check` needs it (it then has imported torch and the check)."""
+        if self._child is None:
+            self._child = self._spawn()
+
+    def __exit__(self, *_exc) -> None:
+        self._end()
+        self._scratch.cleanup()
+
+    def _spawn(self) -> subprocess.Popen:
+        log = open(Path(self._scratch.name) / "output.txt", "w")  # noqa: SIM115  (the child holds it)
+        with log:
+            return subprocess.Popen([sys.executable, "-m", __name__], stdin=subprocess.PIPE, stdout=log,
+                                    stderr=subprocess.STDOUT, text=True)
+
+    def _end(self) -> None:
+        if self._child is not None and self._child.poll() is None:
+            self._child.kill()
+            self._child.wait()
+        self._child = None
+
+    def check(self, op: str, library: Path, groups: Sequence[OpGroup]) -> CheckReport:
+        """OP's bypass in LIBRARY checked against torch on its structured GROUPS in the child: its report, with the
+        calls torch's own kernel died on named; VerificationFailed when the bypass died."""
+        scratch = Path(self._scratch.name)
+        skipped: dict[int, list[str]] = {}
+        while True:
+            child = self._child or self._spawn()
+            self._child = None
+            events, result = scratch / f"events-{len(skipped)}.jsonl", scratch / f"result-{len(skipped)}.json"
+            request = {"op": op, "library": str(library), "groups": [g.schemas for g in groups], "skipped": skipped,
+                       "events": str(events), "result": str(result)}
+            try:
+                child.communicate(json.dumps(request))
+            finally:
+                if child.poll() is None:
+                    child.kill()
+                    child.wait()
+            if child.returncode == 0 and result.is_file():
+                return _report(json.loads(result.read_text()))
+            if child.returncode >= 0:
+                output = self._output()
+                last = next((line for line in reversed(output.splitlines()) if line.strip()), "no output")
+                raise RuntimeError(f"the check's process failed (exit {child.returncode}): {last}\n{output}")
+            killed = signal.Signals(-child.returncode).name
+            step, who, description, variant = _last_event(events)
+            if step == 0:
+                raise VerificationFailed(f"{op}: the check's process was killed by {killed} before its first call "
+                                         f"(loading {library} or making the samples):\n{self._output()}")
+            if who == BYPASS:
+                raise VerificationFailed(f"{op}: the bypass was killed by {killed} in {variant}, on {description}")
+            if who != TORCH:
+                raise VerificationFailed(f"{op}: the check was killed by {killed} between the calls of {description}")
+            skipped[step] = [description, f"{description} (torch's own kernel was killed by {killed} in {variant})"]
+            if len(skipped) > MAX_TORCH_CRASHES:
+                raise VerificationFailed(
+                    f"{op}: torch's own kernel was killed by a signal on {len(skipped)} of the check's calls, the last "
+                    f"{description} ({killed}): the generated calls are not ones this op's kernel validates; nothing "
+                    "to compare the bypass with")
+
+    def _output(self) -> str:
+        return (Path(self._scratch.name) / "output.txt").read_text(errors="replace")[-4000:]
+
+
+def _last_event(events: Path) -> tuple[int, str, str, str]:
+    """The step the child died in, the side it was running, the step's description and the side's variant."""
+    step, who, description, variant = 0, STEP, "", ""
+    if events.is_file():
+        for line in events.read_text().splitlines():
+            try:
+                step, who, said = json.loads(line)
+            except ValueError:  # a line cut short by the signal
+                continue
+            if who == STEP:
+                description = said
+            else:
+                variant = said
+    return step, who, description, variant
+
+
+def _report(result: dict) -> CheckReport:
+    if "refused" in result:
+        refusal = VerificationFailed if result["refused"]["verdict"] else BadInput
+        raise refusal(result["refused"]["message"])
+    return CheckReport.from_json(result["report"])
+
+
+def _serve() -> None:
+    """The child: read the request, run the check, write its report (or the refusal of our own it raised)."""
+    from codemod.verify import extension, opinfo_check, samples
+
+    request = json.loads(sys.stdin.read())
+    skipped = {int(step): said for step, said in request["skipped"].items()}
+    with open(request["events"], "w") as events:
+        try:
+            module = extension.import_module(Path(request["library"]))
+            groups = [samples.group_from(schemas) for schemas in request["groups"]]
+            report = opinfo_check.check(module, request["op"], groups, Witness(events, skipped))
+            result = {"report": report.to_json()}
+        except CodemodError as refused:
+            result = {"refused": {"verdict": isinstance(refused, VerificationFailed), "message": str(refused)}}
+    Path(request["result"]).write_text(json.dumps(result))
+
+
+if __name__ == "__main__":
+    _serve()
