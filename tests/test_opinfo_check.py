@@ -227,22 +227,28 @@ def test_a_sample_generator_that_raises_is_skipped_and_named() -> None:
 # ---------------------------------------------------------------- a kernel killed by a signal (check_process)
 
 CRASHING_BYPASS = """
-import ctypes
+import ctypes, os, signal
 from pathlib import Path
 from codemod.verify import extension
 
 _bypass = extension.import_module(Path({library!r}))
+_DIE = {{"SIGSEGV": lambda: ctypes.string_at(0), "SIGABRT": os.abort, "SIGFPE": lambda: os.kill(os.getpid(), signal.SIGFPE)}}
 
 
 def __getattr__(name):
     return getattr(_bypass, name)
 
 
-def mul_Tensor(**arguments):  # the real bypass, but killed by SIGSEGV on a 0-dim self, as a kernel reading past its end
+def {function}(**arguments):  # the real bypass, but killed on a 0-dim self, as a kernel reading past its end
     if arguments["self"].dim() == 0:
-        ctypes.string_at(0)
-    return _bypass.mul_Tensor(**arguments)
+        _DIE[{signal!r}]()
+    return _bypass.{function}(**arguments)
 """
+# Where the bypass dies (its function, the overload and variant the verdict names), and by which signal.
+CRASH_POINTS = [(function, overload, signal) for function, overload in (
+    ("mul_Tensor", "mul.Tensor functional"), ("mul_out", "mul.out out= (resized)"), ("mul__Tensor", "mul_.Tensor in-place"),
+) for signal in ("SIGSEGV", "SIGABRT", "SIGFPE")]
+
 
 TORCHS_OWN_KERNEL = """
 import torch
@@ -253,16 +259,18 @@ _convert_indices_from_csr_to_coo_out = torch.ops.aten._convert_indices_from_csr_
 """
 
 
-def test_a_bypass_killed_by_a_signal_is_a_verdict_naming_the_call(every_op, tmp_path) -> None:
-    """The check runs in a child process: a bypass that dies by SIGSEGV on one call is exit 1 naming that call, and
-    the command goes on to say so (before, it took codemod's own process with it: exit 139, no line of ours)."""
+@sampling.parametrize(("function", "variant", "signal"), CRASH_POINTS, 2)
+def test_a_bypass_killed_by_a_signal_is_a_verdict_naming_the_call(every_op, tmp_path, function, variant, signal) -> None:
+    """The check runs in a child process: a bypass that dies by a signal on one call, in any variant, is exit 1 naming
+    that call and variant, and the command goes on to say so (before, it took codemod's own process with it: exit
+    139, no line of ours)."""
     crashing = tmp_path / "crashing_mul.py"
-    crashing.write_text(CRASHING_BYPASS.format(library=every_op.__file__))
+    crashing.write_text(CRASHING_BYPASS.format(library=every_op.__file__, function=function, signal=signal))
     with check_process.Checker() as checker, pytest.raises(VerificationFailed) as raised:
         checker.check("mul", crashing, op_entries(TREE, "mul").groups)
     said = str(raised.value)
     assert raised.value.exit_code == 1
-    assert said.startswith("mul: the bypass was killed by SIGSEGV in mul.Tensor functional, on mul.out "), said
+    assert said.startswith(f"mul: the bypass was killed by {signal} in {variant}, on mul.out "), said
     assert re.search(r"self=\w+\[\]", said), said  # the 0-dim self it died on
 
 
