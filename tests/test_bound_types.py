@@ -73,7 +73,8 @@ def test_the_binding_of_every_type_compiles_and_takes_python_values() -> None:
         bound.append(bypass_ext.binding(bypass_ext.Bound(text, f"take_{number}", f"take_{number}",
                                                          (Parameter("value", parameter.type, None),), "int64_t")))
         if "List" in plain_type(parameter.type):  # the bench harness's Sample holds it too, made of N-element tensors
-            made = f"{harness.sample_type(parameter)} value; value = {harness.list_sample(parameter, 2)};"  # as make_sample sets it
+            # as make_sample sets it: a float tensor and an index
+            made = f"{harness.sample_type(parameter)} value; value = {harness.list_sample(parameter, ['float32', 'int64'])};"
             functions.append(f"int64_t made_{number}(int64_t numel) {{ {made} return value.size(); }}")
             bound.append(f'  m.def("made_{number}", &made_{number});')
             lists.append(number)

@@ -45,6 +45,12 @@ def groups(op: str) -> list[samples.Group]:
     return [samples.group_of(g) for g in op_entries(TREE, op).groups]
 
 
+def wheel_groups(op: str) -> list[native_yaml.OpGroup]:
+    """OP's structured groups in the installed torchgen's own native_functions.yaml (ops target_tree/ does not have)."""
+    wheel_yaml = Path(torchgen.__file__).parent / "packaged" / "ATen" / "native" / "native_functions.yaml"
+    return native_yaml.op_groups(native_yaml.load("native_functions.yaml", wheel_yaml.read_text()), op)
+
+
 def test_target_tree_has_ops_of_every_kind_of_signature() -> None:
     assert {"mul", "add", "div", "sum", "cumsum", "addcmul"} <= set(BYPASSABLE)
     (reduction,) = groups("sum")
@@ -97,6 +103,27 @@ def test_generated_calls_cover_the_schema() -> None:
     assert {c.arguments["dtype"] for c in calls} == {None, torch.float64}
     (ternary,) = groups("addcmul")
     assert {c.arguments["value"] for c in samples.schema_calls(ternary, (2,), torch.float32, "schema")} == {2, 0.5}
+
+
+def test_generated_indices_and_sized_lists_are_calls_torch_takes() -> None:
+    """A `Tensor?[]` (index's indices) gets int64 indices of each of the first dims, a tensor named `index` or
+    `indices` int64 indices, a sized list (`int[2] kernel_size`) that many elements: calls torch's own kernel computes
+    on, not ones it only refuses (a float index), or ones it does not validate (`kernel_size=[]`)."""
+    (index,) = [samples.group_of(g) for g in wheel_groups("index")]
+    calls = samples.schema_calls(index, (3, 4), torch.float32, "schema") + samples.edge_calls(index, [torch.float32])
+    for call in calls:
+        indices = call.arguments["indices"]
+        assert indices and all(i.dtype == torch.int64 for i in indices), call.describe()
+        if call.arguments["self"].dim() >= len(indices) and call.arguments["self"].numel():
+            torch.ops.aten.index.Tensor(**call.arguments)  # raises if torch refuses the call
+    (pool_backward,) = [samples.group_of(g) for g in wheel_groups("max_pool2d_with_indices_backward")]
+    (call, *_) = samples.schema_calls(pool_backward, (1, 3, 4), torch.float32, "schema")
+    assert call.arguments["indices"].dtype == torch.int64
+    assert [len(call.arguments[name]) for name in ("kernel_size", "stride", "padding", "dilation")] == [2, 2, 2, 2]
+    scatter = next(g for g in groups("scatter") if g.out.name == "scatter.src_out")
+    for call in samples.schema_calls(scatter, (3, 4), torch.float32, "schema"):
+        assert call.arguments["index"].dtype == torch.int64
+        torch.ops.aten.scatter.src(**call.arguments)
 
 
 def test_our_edge_cases_come_on_top() -> None:
@@ -281,10 +308,8 @@ def test_a_call_torchs_own_kernel_is_killed_on_is_named_and_not_compared(tmp_pat
     op = "_convert_indices_from_csr_to_coo"
     bypass = tmp_path / "csr_to_coo.py"
     bypass.write_text(TORCHS_OWN_KERNEL)
-    wheel_yaml = Path(torchgen.__file__).parent / "packaged" / "ATen" / "native" / "native_functions.yaml"
-    groups = native_yaml.op_groups(native_yaml.load("native_functions.yaml", wheel_yaml.read_text()), op)
     with check_process.Checker() as checker:
-        report = checker.check(op, bypass, groups)
+        report = checker.check(op, bypass, wheel_groups(op))
     assert report.ok and not report.failures
     assert 0 < len(report.torch_killed) <= check_process.MAX_TORCH_CRASHES
     assert all(re.fullmatch(rf"{op}\.out .* \(torch's own kernel was killed by SIGSEGV in {op}(\.out)? \S+.*\)", k)

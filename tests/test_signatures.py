@@ -134,6 +134,16 @@ def test_bench_times_an_op_returning_two_tensors() -> None:
     assert measured["observed"]["bypass"]["grad_fn"] is None
 
 
+def test_bench_times_an_op_that_takes_indices() -> None:
+    """index_add's representative call takes an int64 `index`: the harness makes it int64 indices of the N-element self
+    (a float tensor there, as every tensor was before, only timed torch's refusal: the harness exited 1)."""
+    result = run_codemod("bench", "index_add", "--tree", str(TARGET_TREE), "--no-callgrind", "--size", "16", "--json")
+    assert result.returncode == 0, result.stderr
+    measured = json.loads(result.stdout)
+    assert measured["call"].startswith("index_add(self=float32[N], dim=0, index=int64[N], source=float32[N]")
+    assert measured["wall"][0]["dispatch_ns"] > 0 and measured["wall"][0]["bypass_ns"] > 0
+
+
 def test_symint_parameters_reach_the_kernel_as_torchgen_passes_them() -> None:
     plan = make_plan(TREE, "topk")
     functions = next(c for c in plan.changes if c.path.endswith("templates/Functions.cpp")).after.decode()

@@ -175,10 +175,28 @@ def _cpp_value(value: object) -> str:
     raise BadInput(f"the timed call cannot pass {value!r} from C++")
 
 
-def list_sample(param: Parameter, count: int) -> str:
-    """The Sample's value of the tensor list PARAM: COUNT tensors of `numel` elements, in the type the Sample holds it
-    (a std::vector for `Tensor[]`, a c10::List for `Tensor?[]`)."""
-    return f"{sample_type(param)}{{{', '.join(['at::randn({numel})'] * count)}}}"
+def list_sample(param: Parameter, dtypes: list[str]) -> str:
+    """The Sample's value of the tensor list PARAM: a tensor of `numel` elements per dtype of DTYPES, in the type the
+    Sample holds it (a std::vector for `Tensor[]`, a c10::List for `Tensor?[]`)."""
+    return f"{sample_type(param)}{{{', '.join(tensor_sample(dtype) for dtype in dtypes)}}}"
+
+
+def tensor_sample(dtype: str) -> str:
+    """A tensor of `numel` elements in DTYPE (samples.dtype_name): a floating one random normal; an integral one
+    indices of it, each in [0, numel), as an index tensor of the call takes them; a bool one random."""
+    if dtype == "float32":  # at::randn's own dtype
+        return "at::randn({numel})"
+    if dtype == "bool":
+        return "at::randint(2, {numel}, at::kBool)"
+    if dtype.startswith(("float", "complex")):
+        return f"at::randn({{numel}}, {_SCALAR_TYPES[dtype]})"
+    return f"at::randint(numel, {{numel}}, {_SCALAR_TYPES[dtype]})"
+
+
+# torch's dtype names (samples.dtype_name) as ATen's ScalarType constants
+_SCALAR_TYPES = {"float32": "at::kFloat", "float64": "at::kDouble", "float16": "at::kHalf", "bfloat16": "at::kBFloat16",
+                 "complex64": "at::kComplexFloat", "complex128": "at::kComplexDouble", "int64": "at::kLong",
+                 "int32": "at::kInt", "int16": "at::kShort", "int8": "at::kChar", "uint8": "at::kByte", "bool": "at::kBool"}
 
 
 def sample_type(param: Parameter) -> str:
@@ -193,7 +211,8 @@ def _stored(param: Parameter) -> tuple[str, str]:
 @dataclass(frozen=True)
 class TimedCall:
     """The harness's Sample (one representative call's arguments), make_sample(numel), requiring_grad(sample)
-    and both paths' calls. Tensors become N-element float32 tensors."""
+    and both paths' calls. Tensors become N-element tensors of the representative call's dtypes (float32, and int64
+    indices where it takes indices)."""
 
     source: str
     dispatcher_call: str  # "at::sum(s.self, ...)", the arguments as a Sample `s` holds them
@@ -211,15 +230,16 @@ def timed_call(capture: Capture, group: OpGroup, guarded: GuardedApi | None = No
     functional = checked.functional.name
     dispatcher = parameters(_api(capture.functions, functional, functional.split(".")[0], op).declaration)
     wrapper = next(s for s in capture.cpu_scaffolding if s.name == capture.cpu_wrappers[functional])
-    held = {p.name: len(samples.tensors_in(call.arguments[p.name])) for p in dispatcher}  # tensors each argument holds
-    tensors = [name for name, count in held.items() if count]
+    # each argument's tensors, by dtype
+    held = {p.name: [samples.dtype_name(t.dtype) for t in samples.tensors_in(call.arguments[p.name])] for p in dispatcher}
+    tensors = [name for name, dtypes in held.items() if dtypes]
     lists = {name for name in tensors if not samples.is_tensor_value(call.arguments[name])}  # `Tensor[]` (cat's)
     fields = "\n".join(f"  {sample_type(p)} {p.name};" for p in dispatcher)
 
     def made(param: Parameter) -> str:
         if param.name in lists:
             return list_sample(param, held[param.name])
-        return "at::randn({numel})" if param.name in tensors else _cpp_value(call.arguments[param.name])
+        return tensor_sample(held[param.name][0]) if param.name in tensors else _cpp_value(call.arguments[param.name])
 
     assigned = "\n".join(f"  s.{p.name} = {made(p)};" for p in dispatcher)
     first = f"{tensors[0]}[0]" if tensors[0] in lists else tensors[0]
@@ -255,8 +275,8 @@ auto bypass_functional(const Sample& s) {{
   return {bypass_call};
 }}"""
     shown = ", ".join(
-        f"{p.name}=[{', '.join(['float32[N]'] * held[p.name])}]" if p.name in lists
-        else f"{p.name}=float32[N]" if p.name in tensors else f"{p.name}={call.arguments[p.name]!r}" for p in dispatcher
+        f"{p.name}=[{', '.join(f'{dtype}[N]' for dtype in held[p.name])}]" if p.name in lists
+        else f"{p.name}={held[p.name][0]}[N]" if p.name in tensors else f"{p.name}={call.arguments[p.name]!r}" for p in dispatcher
     )
     return TimedCall(source, dispatcher_call, f"{functional}({shown}) [{call.source}]")
 

@@ -370,6 +370,11 @@ def make_tensor(shape: tuple[int, ...], dtype: torch.dtype) -> torch.Tensor:
 
 
 A_TENSOR = object()  # a generated value: a fresh tensor of the call's shape and dtype
+# A generated value: an int64 tensor of the call's shape whose every element indexes every dim of that shape (the
+# elements of a `Tensor?[]`, which ATen's schemas use for advanced indices alone, and a tensor named `index` or
+# `indices`): a float tensor there only tells that torch refuses it.
+AN_INDEX = object()
+INDEX_NAMES = ("index", "indices")
 
 
 def values(argument: Argument, ndim: int, strings: dict[str, tuple[str, ...]]) -> tuple[object, ...]:
@@ -383,7 +388,9 @@ def values(argument: Argument, ndim: int, strings: dict[str, tuple[str, ...]]) -
             raise NoValue(f"the check cannot generate a value for `{argument.name}` ({type_}): no OpInfo sample "
                           "passes one and the schema gives no default")
     elif isinstance(base, ListType) and base.elem in (TENSOR, OptionalType(TENSOR)):
-        found = ([A_TENSOR, A_TENSOR],)  # `Tensor[]` (cat's tensors), `Tensor?[]`: two tensors of the call's shape
+        # `Tensor[]` (cat's tensors): two tensors of the call's shape; `Tensor?[]` (index's indices): an index of each
+        # of the first two dims
+        found = ([AN_INDEX] * max(1, min(2, ndim)) if base.elem == OptionalType(TENSOR) else [A_TENSOR, A_TENSOR],)
     elif isinstance(base, ListType) and (base.size or 0) > 1:  # `int[2] kernel_size`: torch's binding takes that many
         found = ([1] * base.size, [2] * base.size)
     elif isinstance(base, ListType):
@@ -392,7 +399,7 @@ def values(argument: Argument, ndim: int, strings: dict[str, tuple[str, ...]]) -
         raise BadInput(f"the check cannot generate a value for `{argument.name}` ({type_})")
     else:
         found = {
-            BaseTy.Tensor: (A_TENSOR,),
+            BaseTy.Tensor: (AN_INDEX if argument.name in INDEX_NAMES else A_TENSOR,),
             BaseTy.Scalar: (2, 0.5),
             BaseTy.float: (2.0, 0.5),
             BaseTy.bool: (False, True),
@@ -436,9 +443,12 @@ def schema_calls(group: Group, shapes: dict[str, tuple[int, ...]] | tuple[int, .
     def made(value: object, name: str) -> object:
         if isinstance(value, list):  # a tensor list's tensors, or a dim list's ints
             return [made(v, name) for v in value]
-        if value is not A_TENSOR:
+        if value is AN_INDEX:
+            tensor = torch.randint(0, max(1, min(shape_of(name), default=1)), shape_of(name))
+        elif value is A_TENSOR:
+            tensor = make_tensor(shape_of(name), dtype_of(name))
+        else:
             return value
-        tensor = make_tensor(shape_of(name), dtype_of(name))
         return layout(tensor) if layout is not None else tensor
 
     calls = []
