@@ -254,12 +254,13 @@ def test_a_sample_generator_that_raises_is_skipped_and_named() -> None:
 # ---------------------------------------------------------------- a kernel killed by a signal (check_process)
 
 CRASHING_BYPASS = """
-import ctypes, os, signal
+import ctypes, os, signal, time
 from pathlib import Path
 from codemod.verify import extension
 
 _bypass = extension.import_module(Path({library!r}))
-_DIE = {{"SIGSEGV": lambda: ctypes.string_at(0), "SIGABRT": os.abort, "SIGFPE": lambda: os.kill(os.getpid(), signal.SIGFPE)}}
+_DIE = {{"SIGSEGV": lambda: ctypes.string_at(0), "SIGABRT": os.abort, "SIGFPE": lambda: os.kill(os.getpid(), signal.SIGFPE),
+        "hang": lambda: time.sleep(3600)}}
 
 
 def __getattr__(name):
@@ -299,6 +300,19 @@ def test_a_bypass_killed_by_a_signal_is_a_verdict_naming_the_call(every_op, tmp_
     assert raised.value.exit_code == 1
     assert said.startswith(f"mul: the bypass was killed by {signal} in {variant}, on mul.out "), said
     assert re.search(r"self=\w+\[\]", said), said  # the 0-dim self it died on
+
+
+def test_a_bypass_that_hangs_is_a_verdict_naming_the_call(every_op, tmp_path, monkeypatch) -> None:
+    """A call after which the child says nothing for HANG_SECONDS (here 3) hangs: the child is killed, exit 1 naming
+    the call and variant."""
+    monkeypatch.setattr(check_process, "HANG_SECONDS", 3)
+    hanging = tmp_path / "hanging_mul.py"
+    hanging.write_text(CRASHING_BYPASS.format(library=every_op.__file__, function="mul_out", signal="hang"))
+    with check_process.Checker() as checker, pytest.raises(VerificationFailed) as raised:
+        checker.check("mul", hanging, op_entries(TREE, "mul").groups)
+    said = str(raised.value)
+    assert said.startswith("mul: the bypass, in mul.out out= (resized), did not return in 3 s on mul.out "), said
+    assert re.search(r"self=\w+\[\]", said), said
 
 
 def test_a_call_torchs_own_kernel_is_killed_on_is_named_and_not_compared(tmp_path) -> None:

@@ -17,6 +17,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TextIO
@@ -25,6 +26,8 @@ from codemod.model.errors import BadInput, CodemodError, VerificationFailed
 from codemod.model.native_yaml import OpGroup
 from codemod.verify.check_report import CheckReport
 
+# A call this long without a word from the child (one takes milliseconds; making an op's OpInfo samples, seconds) hangs.
+HANG_SECONDS = 300
 # Torch's kernel killed on this many calls: the op's generated calls are not ones it can take; stop starting again.
 MAX_TORCH_CRASHES = 16
 TORCH, BYPASS, STEP = "torch", "bypass", "step"
@@ -101,11 +104,18 @@ class Checker:
             request = {"op": op, "library": str(library), "groups": [g.schemas for g in groups], "skipped": skipped,
                        "events": str(events), "result": str(result)}
             try:
-                child.communicate(json.dumps(request))
+                child.stdin.write(json.dumps(request))
+                child.stdin.close()
+                silent = _silent_for(child, events)
             finally:
                 if child.poll() is None:
                     child.kill()
                     child.wait()
+            if silent:
+                step, who, description, variant = _last_event(events)
+                running = {BYPASS: f"the bypass, in {variant},", TORCH: f"torch's own kernel, in {variant},"}.get(who, "the check")
+                where = f"on {description}" if step else "before its first call (loading the bypass or making the samples)"
+                raise VerificationFailed(f"{op}: {running} did not return in {HANG_SECONDS} s {where}")
             if child.returncode == 0 and result.is_file():
                 return _report(json.loads(result.read_text()))
             if child.returncode >= 0:
@@ -130,6 +140,21 @@ class Checker:
 
     def _output(self) -> str:
         return (Path(self._scratch.name) / "output.txt").read_text(errors="replace")[-4000:]
+
+
+def _silent_for(child: subprocess.Popen, events: Path) -> bool:
+    """Wait for CHILD to end; True (it is still running) once it has said nothing in EVENTS for HANG_SECONDS."""
+    said, since = -1, time.monotonic()
+    while True:
+        try:
+            child.wait(timeout=1)
+            return False
+        except subprocess.TimeoutExpired:
+            size = events.stat().st_size if events.is_file() else 0
+            if size != said:
+                said, since = size, time.monotonic()
+            elif time.monotonic() - since > HANG_SECONDS:
+                return True
 
 
 def _last_event(events: Path) -> tuple[int, str, str, str]:
