@@ -6,7 +6,8 @@ by a signal. In codemod's own process that ended the command with no line of our
 of events, each call it is about to make and on which side (torch's kernel, or the bypass), flushed before the call:
 - the bypass killed by a signal is a verdict, VerificationFailed naming the call;
 - torch's own kernel killed by a signal leaves nothing to compare on that call: the child is started again, told to
-  skip it, and the report names it (the calls are made again the same: the samples are seeded and kept).
+  skip it, and the report names it (the calls are made again the same: the samples are seeded and kept);
+- a child silent for HANG_SECONDS hangs: killed, VerificationFailed naming the call and the side it was running.
 `Checker.start` starts the child early (`codemod build` does as it starts compiling), so it imports torch and the
 check while the parent compiles; the parent imports neither.
 """
@@ -20,47 +21,16 @@ import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TextIO
 
 from codemod.model.errors import BadInput, CodemodError, VerificationFailed
 from codemod.model.native_yaml import OpGroup
+from codemod.verify.check_events import BYPASS, TORCH, Witness, last_event
 from codemod.verify.check_report import CheckReport
 
 # A call this long without a word from the child (one takes milliseconds; making an op's OpInfo samples, seconds) hangs.
 HANG_SECONDS = 300
 # Torch's kernel killed on this many calls: the op's generated calls are not ones it can take; stop starting again.
 MAX_TORCH_CRASHES = 16
-TORCH, BYPASS, STEP = "torch", "bypass", "step"
-
-
-class Witness:
-    """What the child tells its parent, a line per event: each step of the check (a call, all its variants) before
-    it runs, and each side before it runs; the steps the parent names as skipped are not run but reported."""
-
-    def __init__(self, events: TextIO | None = None, skipped: dict[int, list[str]] | None = None) -> None:
-        self._events = events
-        self._skipped = skipped or {}
-        self._step = 0
-
-    def step(self, description: str) -> str | None:
-        """Start the next step; None to run it, or why it is skipped (the step ran before and torch's kernel died)."""
-        self._step += 1
-        if self._step in self._skipped:
-            said, why = self._skipped[self._step]
-            if said != description:  # the calls were not made again the same: a skip would hide another call
-                raise RuntimeError(f"step {self._step} of the check was {said!r}, is now {description!r}")
-            return why
-        self._say(STEP, description)
-        return None
-
-    def side(self, who: str, variant: str) -> None:
-        """WHO (TORCH or BYPASS) is about to run VARIANT ("mul.out out= (resized)") of the step's call."""
-        self._say(who, variant)
-
-    def _say(self, what: str, description: str) -> None:
-        if self._events is not None:
-            self._events.write(json.dumps([self._step, what, description]) + "\n")
-            self._events.flush()
 
 
 class Checker:
@@ -112,7 +82,7 @@ class Checker:
                     child.kill()
                     child.wait()
             if silent:
-                step, who, description, variant = _last_event(events)
+                step, who, description, variant = last_event(events)
                 running = {BYPASS: f"the bypass, in {variant},", TORCH: f"torch's own kernel, in {variant},"}.get(who, "the check")
                 where = f"on {description}" if step else "before its first call (loading the bypass or making the samples)"
                 raise VerificationFailed(f"{op}: {running} did not return in {HANG_SECONDS} s {where}")
@@ -123,7 +93,7 @@ class Checker:
                 last = next((line for line in reversed(output.splitlines()) if line.strip()), "no output")
                 raise RuntimeError(f"the check's process failed (exit {child.returncode}): {last}\n{output}")
             killed = signal.Signals(-child.returncode).name
-            step, who, description, variant = _last_event(events)
+            step, who, description, variant = last_event(events)
             if step == 0:
                 raise VerificationFailed(f"{op}: the check's process was killed by {killed} before its first call "
                                          f"(loading {library} or making the samples):\n{self._output()}")
@@ -155,22 +125,6 @@ def _silent_for(child: subprocess.Popen, events: Path) -> bool:
                 said, since = size, time.monotonic()
             elif time.monotonic() - since > HANG_SECONDS:
                 return True
-
-
-def _last_event(events: Path) -> tuple[int, str, str, str]:
-    """The step the child died in, the side it was running, the step's description and the side's variant."""
-    step, who, description, variant = 0, STEP, "", ""
-    if events.is_file():
-        for line in events.read_text().splitlines():
-            try:
-                step, who, said = json.loads(line)
-            except ValueError:  # a line cut short by the signal
-                continue
-            if who == STEP:
-                description = said
-            else:
-                variant = said
-    return step, who, description, variant
 
 
 def _report(result: dict) -> CheckReport:

@@ -11,7 +11,7 @@ each element of a tuple result), and out= / in-place must return the tensors the
 A group whose calls cannot be generated (a `str` argument no sample passes and the
 schema gives no default) and that no OpInfo sample fits is named as not checked; an
 OpInfo sample generator that raises is named too, the op checked on the samples made.
-It runs in a child process (`check_process`), whose `Witness` hears of each call before it is made.
+It runs in a child process (`check_process`), whose `Witness` (check_events) hears of each call before it is made.
 """
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ from types import ModuleType
 import torch
 
 from codemod.verify import samples
-from codemod.verify.check_process import BYPASS, TORCH, Witness
+from codemod.verify.check_events import BYPASS, TORCH, Witness
 from codemod.verify.check_report import CheckReport, Failure
 from codemod.verify.samples import Call, Group, Overload
 
