@@ -143,7 +143,7 @@ def main() -> int:
         "date": datetime.date.today().isoformat(),
         "load_average": sweep_load(rows, load_at_start),
         "listed": sum(1 for row in listing["ops"] if row["bypassable"]),  # --only sweeps part of them
-        "not_swept": [row["op"] for row in listing["ops"] if row["bypassable"] and row["op"] not in ops],
+        "not_swept": [row["op"] for row in listing["ops"] if row["bypassable"] and row["op"] not in {r["op"] for r in rows}],
         "ops": len(rows),
         "bypassed_verified_reverted": counts["bypassed"],
         "with_files_not_compiled": sum(1 for row in rows if row.get("not_compiled")),

@@ -457,8 +457,9 @@ def op_sweep_figures(_outputs: dict) -> str:
     """Each tree's sweep: its totals, refusals and files not compiled."""
     parts = []
     for label, record in _sweeps():
-        left = ", ".join(f"`{op}`" for op in record.get("not_swept", []))
-        why = f"not swept in this run: {left}" if left else "the sweep stopped there"  # records before not_swept: a count
+        left = record.get("not_swept", [])
+        named = ", ".join(f"`{op}`" for op in left) if len(left) <= 12 else f"{len(left)} ops, named in its record"
+        why = f"not swept in this run: {named}" if left else "the sweep stopped there"  # records before not_swept: a count
         swept = f"{record['ops']} ops" if record["ops"] == record["listed"] else f"{record['ops']} of the {record['listed']} ops listed ({why})"
         lines = [f"**{label}**: {swept}: {record['bypassed_verified_reverted']} bypassed, verified and reverted byte for byte "
                  f"({record['with_files_not_compiled']} of them with a file named not compiled), "

@@ -7,7 +7,8 @@ of events, each call it is about to make and on which side (torch's kernel, or t
 - the bypass killed by a signal is a verdict, VerificationFailed naming the call;
 - torch's own kernel killed by a signal leaves nothing to compare on that call: the child is started again, told to
   skip it, and the report names it (the calls are made again the same: the samples are seeded and kept);
-- a child silent for HANG_SECONDS hangs: killed, VerificationFailed naming the call and the side it was running.
+- a child silent for HANG_SECONDS after a call began (LOADING_SECONDS before the first) hangs: killed,
+  VerificationFailed naming the call and the side it was running.
 `Checker.start` starts the child early (`codemod build` does as it starts compiling), so it imports torch and the
 check while the parent compiles; the parent imports neither.
 """
@@ -27,8 +28,10 @@ from codemod.model.native_yaml import OpGroup
 from codemod.verify.check_events import BYPASS, TORCH, Witness, last_event
 from codemod.verify.check_report import CheckReport
 
-# A call this long without a word from the child (one takes milliseconds; making an op's OpInfo samples, seconds) hangs.
+# A call this long without a word from the child hangs (one takes milliseconds); before its first call (importing torch
+# and PyTorch's OpInfos, making the op's samples: seconds, many more on a loaded machine), LOADING_SECONDS.
 HANG_SECONDS = 300
+LOADING_SECONDS = 900
 # Torch's kernel killed on this many calls: the op's generated calls are not ones it can take; stop starting again.
 MAX_TORCH_CRASHES = 16
 
@@ -76,16 +79,16 @@ class Checker:
             try:
                 child.stdin.write(json.dumps(request))
                 child.stdin.close()
-                silent = _silent_for(child, events)
+                silent = _silent_for(child, events)  # the seconds it was silent for, once too long
             finally:
                 if child.poll() is None:
                     child.kill()
                     child.wait()
-            if silent:
+            if silent is not None:
                 step, who, description, variant = last_event(events)
                 running = {BYPASS: f"the bypass, in {variant},", TORCH: f"torch's own kernel, in {variant},"}.get(who, "the check")
                 where = f"on {description}" if step else "before its first call (loading the bypass or making the samples)"
-                raise VerificationFailed(f"{op}: {running} did not return in {HANG_SECONDS} s {where}")
+                raise VerificationFailed(f"{op}: {running} did not return in {silent} s {where}")
             if child.returncode == 0 and result.is_file():
                 return _report(json.loads(result.read_text()))
             if child.returncode >= 0:
@@ -112,19 +115,21 @@ class Checker:
         return (Path(self._scratch.name) / "output.txt").read_text(errors="replace")[-4000:]
 
 
-def _silent_for(child: subprocess.Popen, events: Path) -> bool:
-    """Wait for CHILD to end; True (it is still running) once it has said nothing in EVENTS for HANG_SECONDS."""
-    said, since = -1, time.monotonic()
+def _silent_for(child: subprocess.Popen, events: Path) -> int | None:
+    """Wait for CHILD to end (None); or, once it has said nothing in EVENTS for HANG_SECONDS (LOADING_SECONDS before its
+    first word), the seconds it was silent for, CHILD still running."""
+    said, since = 0, time.monotonic()
     while True:
         try:
             child.wait(timeout=1)
-            return False
+            return None
         except subprocess.TimeoutExpired:
             size = events.stat().st_size if events.is_file() else 0
+            limit = HANG_SECONDS if size else LOADING_SECONDS
             if size != said:
                 said, since = size, time.monotonic()
-            elif time.monotonic() - since > HANG_SECONDS:
-                return True
+            elif time.monotonic() - since > limit:
+                return limit
 
 
 def _report(result: dict) -> CheckReport:
