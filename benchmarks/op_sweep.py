@@ -138,12 +138,13 @@ def main() -> int:
     failed = {row["op"]: row["reason"] for row in rows if row["outcome"] == "failed"}
     seconds = [row["bypass_seconds"] + row.get("revert_seconds", 0) for row in rows]
     not_compiled = Counter(reason_class(item) for row in rows for item in row.get("not_compiled", []))
+    swept = {row["op"] for row in rows}
     summary = {
         "tree": str(args.tree),
         "date": datetime.date.today().isoformat(),
         "load_average": sweep_load(rows, load_at_start),
         "listed": sum(1 for row in listing["ops"] if row["bypassable"]),  # --only sweeps part of them
-        "not_swept": [row["op"] for row in listing["ops"] if row["bypassable"] and row["op"] not in {r["op"] for r in rows}],
+        "not_swept": [row["op"] for row in listing["ops"] if row["bypassable"] and row["op"] not in swept],
         "ops": len(rows),
         "bypassed_verified_reverted": counts["bypassed"],
         "with_files_not_compiled": sum(1 for row in rows if row.get("not_compiled")),

@@ -15,13 +15,12 @@ import re
 import subprocess
 import sys
 from collections.abc import Callable
-from pathlib import Path
 
 import pytest
 import torch
-import torchgen
 from torchgen.model import FunctionSchema
 
+from codemod.capture import fromtorch
 from codemod.cli import catalog
 from codemod.model import native_yaml
 from codemod.model.errors import VerificationFailed
@@ -47,7 +46,7 @@ def groups(op: str) -> list[samples.Group]:
 
 def wheel_groups(op: str) -> list[native_yaml.OpGroup]:
     """OP's structured groups in the installed torchgen's own native_functions.yaml (ops target_tree/ does not have)."""
-    wheel_yaml = Path(torchgen.__file__).parent / "packaged" / "ATen" / "native" / "native_functions.yaml"
+    wheel_yaml = fromtorch.installed_torchgen() / "packaged" / "ATen" / "native" / "native_functions.yaml"
     return native_yaml.op_groups(native_yaml.load("native_functions.yaml", wheel_yaml.read_text()), op)
 
 

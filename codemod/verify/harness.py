@@ -186,15 +186,13 @@ def tensor_sample(dtype: str) -> str:
     indices of it, each in [0, numel), as an index tensor of the call takes them; a bool one random."""
     if dtype == "float32":  # at::randn's own dtype
         return "at::randn({numel})"
-    if dtype == "bool":
-        return "at::randint(2, {numel}, at::kBool)"
     if dtype.startswith(("float", "complex")):
         return f"at::randn({{numel}}, {_SCALAR_TYPES[dtype]})"
-    return f"at::randint(numel, {{numel}}, {_SCALAR_TYPES[dtype]})"
+    return f"at::randint({2 if dtype == 'bool' else 'numel'}, {{numel}}, {_SCALAR_TYPES[dtype]})"
 
 
-# torch's dtype names (samples.dtype_name) as ATen's ScalarType constants
-_SCALAR_TYPES = {"float32": "at::kFloat", "float64": "at::kDouble", "float16": "at::kHalf", "bfloat16": "at::kBFloat16",
+# torch's dtype names (samples.dtype_name) as ATen's ScalarType constants, but float32 (at::randn's default)
+_SCALAR_TYPES = {"float64": "at::kDouble", "float16": "at::kHalf", "bfloat16": "at::kBFloat16",
                  "complex64": "at::kComplexFloat", "complex128": "at::kComplexDouble", "int64": "at::kLong",
                  "int32": "at::kInt", "int16": "at::kShort", "int8": "at::kChar", "uint8": "at::kByte", "bool": "at::kBool"}
 
