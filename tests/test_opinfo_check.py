@@ -259,7 +259,7 @@ from codemod.verify import extension
 
 _bypass = extension.import_module(Path({library!r}))
 _DIE = {{"SIGSEGV": lambda: ctypes.string_at(0), "SIGABRT": os.abort, "SIGFPE": lambda: os.kill(os.getpid(), signal.SIGFPE),
-        "hang": lambda: time.sleep(3600)}}
+        "hang": lambda: time.sleep(3600), "SIGKILL": lambda: os.kill(os.getpid(), signal.SIGKILL)}}
 
 
 def __getattr__(name):
@@ -299,6 +299,19 @@ def test_a_bypass_killed_by_a_signal_is_a_verdict_naming_the_call(every_op, tmp_
     assert raised.value.exit_code == 1
     assert said.startswith(f"mul: the bypass was killed by {signal} in {variant}, on mul.out "), said
     assert re.search(r"self=\w+\[\]", said), said  # the 0-dim self it died on
+
+
+def test_a_check_killed_from_outside_is_not_blamed_on_the_bypass(every_op, tmp_path) -> None:
+    """SIGKILL (the out-of-memory killer, a user) is no kernel's own fault: the command says what ran, blames nothing,
+    and skips nothing; exit 1 before writing."""
+    killed = tmp_path / "killed_mul.py"
+    killed.write_text(CRASHING_BYPASS.format(library=every_op.__file__, function="mul_out", signal="SIGKILL"))
+    with check_process.Checker() as checker, pytest.raises(VerificationFailed) as raised:
+        checker.check("mul", killed, op_entries(TREE, "mul").groups)
+    said = str(raised.value)
+    assert said.startswith("mul: the check's process was killed by SIGKILL from outside (the out-of-memory killer, "
+                           "or a user) while bypass ran mul.out out= (resized) on mul.out "), said
+    assert said.endswith(": nothing was compared there; run the command again"), said
 
 
 def test_a_bypass_that_hangs_is_a_verdict_naming_the_call(every_op, tmp_path, monkeypatch) -> None:

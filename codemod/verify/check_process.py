@@ -34,6 +34,8 @@ HANG_SECONDS = 300
 LOADING_SECONDS = 900
 # Torch's kernel killed on this many calls: the op's generated calls are not ones it can take; stop starting again.
 MAX_TORCH_CRASHES = 16
+# Signals a process gets from another (the out-of-memory killer, a user), never from a kernel's own fault.
+_FROM_OUTSIDE = (signal.SIGKILL, signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 
 
 class Checker:
@@ -97,6 +99,11 @@ class Checker:
                 raise RuntimeError(f"the check's process failed (exit {child.returncode}): {last}\n{output}")
             killed = signal.Signals(-child.returncode).name
             step, who, description, variant = last_event(events)
+            if -child.returncode in _FROM_OUTSIDE:  # no kernel raises these on itself: say what ran, blame nothing
+                raise VerificationFailed(
+                    f"{op}: the check's process was killed by {killed} from outside (the out-of-memory killer, or a user) "
+                    f"while {who} ran {variant or 'its first call'} on {description or 'its first call'}: nothing was "
+                    "compared there; run the command again")
             if step == 0:
                 raise VerificationFailed(f"{op}: the check's process was killed by {killed} before its first call "
                                          f"(loading {library} or making the samples):\n{self._output()}")
