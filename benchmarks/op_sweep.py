@@ -2,8 +2,9 @@
 
     python benchmarks/op_sweep.py TREE [--only OP ...] [--no-build] [--json] [--rows FILE [--resume]] [--record LABEL]
 
-Counts: bypassed + verified + reverted byte for byte / refused (exit 2), by reason / failed (exit 1 from the
-verification, or a revert that is not byte-identical), the files verification did not compile and why, the same per
+Counts: bypassed + verified + reverted byte for byte / refused (exit 2, or the tree's codegen or g++ rejecting the
+bytes the bypass would write, the tree left as it was), by reason / failed (exit 1 from the verification, or a revert
+that is not byte-identical), the files verification did not compile and why, the same per
 source file defining the op's CPU kernel (as `explain` names it), seconds per op, the date and the load average before
 and after. Figures for a person (docs/real-trees.md); nothing here asserts
 a time. --record LABEL writes the totals to benchmarks/results/op_sweep-LABEL.json (dated, with the machine and the
@@ -17,6 +18,7 @@ import argparse
 import datetime
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -28,6 +30,10 @@ from pathlib import Path
 
 RESULTS = Path(__file__).resolve().parent / "results"
 NO_SOURCE = "(kernel source not named)"  # explain failed, or a row from before rows named it
+# The tree's codegen or g++ rejecting the bytes the bypass would write, said before writing (exit 1): a refusal with
+# their reason, when the tree is left as it was.
+REFUSED_BEFORE_WRITING = re.compile(r"(in )?the result of `bypass [^`]+`")
+GXX_ERROR = re.compile(r"\berror: (.+)")
 
 
 def codemod(*args: str) -> tuple[int, dict]:
@@ -55,8 +61,9 @@ def sweep_one(tree: Path, op: str, scratch: Path, extra: list[str]) -> dict:
     bypass_seconds = time.perf_counter() - started
     row = {"op": op, "source": source, "bypass_exit": code, "bypass_seconds": round(bypass_seconds, 1)}
     if code != 0:
-        row["outcome"] = "refused" if code == 2 else "failed"
         row["reason"] = bypass.get("error", "")
+        untouched = snapshot(copy) == pristine
+        row["outcome"] = "refused" if code == 2 or (untouched and REFUSED_BEFORE_WRITING.match(row["reason"])) else "failed"
         return row
     row["verified"] = bypass.get("verified", [])
     row["not_compiled"] = bypass.get("unchecked", [])  # "path: why", as verification names them
@@ -102,7 +109,11 @@ def sweep_load(rows: list[dict], at_start: tuple[float, ...]) -> dict | None:
 
 
 def reason_class(reason: str) -> str:
-    """The reason without the op's own names, so refusals group: the text after the last ': ' up to ';'."""
+    """The reason without the op's own names, so refusals group: g++'s first error, else the text after the last ': '
+    up to ';'."""
+    first_error = GXX_ERROR.search(reason)
+    if first_error is not None:
+        return f"g++: {first_error[1]}"[:100]
     return reason.rsplit(": ", 1)[-1].split(";")[0].strip()[:100] or "(no message)"
 
 

@@ -25,7 +25,7 @@ from codemod.model.errors import VerificationFailed
 from codemod.model.tree import NATIVE_SOURCES, TEMPLATES, Tree, locate
 from codemod.plan.plan import Plan, make_plan
 from codemod.verify import compile_check, generated_units
-from codemod.verify.verify import entries_in_tree, generated_sources, verify
+from codemod.verify.verify import codegen_ahead, entries_in_tree, generated_sources, verify
 from tests.conftest import OUTPUT_SCHEMA, TARGET_TREE, run_codemod
 
 BINARY_OPS = f"{NATIVE_SOURCES}/BinaryOps.cpp"
@@ -305,20 +305,30 @@ def test_a_hand_written_definition_whose_parameters_drifted_is_the_undefined_sym
     assert "build/aten/src/ATen/RegisterCompositeImplicitAutograd_0.cpp" in message.split("at::native::mul(", 1)[1].splitlines()[0]
 
 
-def test_a_hand_written_api_that_does_not_compile_in_its_generated_source_fails_there(
+def test_a_hand_written_api_that_does_not_compile_in_its_generated_source_is_refused_before_writing(
     tmp_path: Path, checkout: Path, bypassed: tuple[dict, str],  # after the CLI run on the same files: its compiles are cached
 ) -> None:
     """The hand-written at::mul lives in the Functions.cpp template; a call there that matches no at::native::mul is
-    found by compiling the Functions.cpp torchgen generates from it (the template itself is not C++)."""
+    found by compiling the Functions.cpp torchgen generates from it (the template itself is not C++), on the bytes the
+    bypass would write: refused with g++'s errors before anything is written, as the CLI runs it. The same compile's
+    record is what verify finds, had the tree been written (the class of the real-sources sweep's `all` and `any`:
+    torchgen's code for the op that g++ rejects)."""
     located = locate(built_copy(checkout, tmp_path / "tree"))
     template = f"{TEMPLATES}/Functions.cpp"
     plan = replaced(make_plan(located, "mul"), template, b"return at::native::mul(self, other);", b"return at::native::mul(self, other, other);")
+    pristine = {path: path.read_bytes() for path in sorted(located.root.rglob("*")) if path.is_file()}
+    with pytest.raises(VerificationFailed) as refused, codegen_ahead(located, [plan], compile_units=True) as verdicts:
+        verdicts()
+    message = str(refused.value)
+    assert message.startswith("in the result of `bypass mul`, the code the bypass leaves does not compile"), message
+    assert f"build/aten/src/ATen/Functions.cpp (generated from the edited {template}):" in message
+    assert "no matching function for call to" in message and "at::native::mul" in message
+    assert message.endswith("nothing was written (`--dry-run --no-verify` prints the patch)")
+    assert {path: path.read_bytes() for path in sorted(located.root.rglob("*")) if path.is_file()} == pristine
     journal.apply(located, [plan])
     with pytest.raises(VerificationFailed) as failed:
         verify(located, plan=plan)
-    message = str(failed.value)
-    assert f"build/aten/src/ATen/Functions.cpp (generated from the edited {template}):" in message
-    assert "no matching function for call to" in message and "at::native::mul" in message
+    assert f"build/aten/src/ATen/Functions.cpp (generated from the edited {template}):" in str(failed.value)
 
 
 def test_a_hand_written_method_that_python_cannot_call_fails_in_the_generated_bindings(tmp_path: Path) -> None:

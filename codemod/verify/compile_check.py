@@ -411,12 +411,16 @@ def _link(run: _Run, outcomes: Sequence[_Outcome], unbuilt_sources: Sequence[str
     return len(objects), [NotCompiled(path, _linked_before(row)) for row in had for path in row.referenced_by]
 
 
-def compile_ahead(tree: Tree, headers: Headers, units: Sequence[Unit]) -> None:
-    """Compile UNITS against HEADERS for their records alone, before writing: check, after writing, finds the outcome
-    of the same inputs (clean or not) and says it."""
-    run = _Run(tree, headers, None, frozenset())
-    for unit in units:
-        run.unit(unit)
+def compile_ahead(tree: Tree, headers: Headers, plans: Sequence[Plan], units: Sequence[Unit]) -> None:
+    """Compile UNITS against HEADERS before writing, reading the bytes PLANS will write in place of the tree's; raise
+    VerificationFailed with g++'s errors when one does not compile. Check, after writing, finds the record of each
+    compile (the same inputs: the tree then holds those bytes) and says it."""
+    planned = {change.path: change.after for change in combined_changes(plans)}
+    run = _Run(tree, headers, None, removed_by(plans), planned=planned)
+    with ThreadPoolExecutor(max_workers=JOBS) as pool:
+        failures = [outcome for outcome in pool.map(run.unit, units) if outcome.errors]
+    if failures:
+        raise VerificationFailed(_failure_message(failures, "the code the bypass leaves does not compile"))
 
 
 def template_not_compiled(template: str) -> str:
@@ -463,6 +467,7 @@ class _Run:
     headers: Headers
     before: Before | None
     removed: frozenset[str]
+    planned: Mapping[str, bytes] = field(default_factory=dict)  # before writing: the bytes the plans write, by path
     wanted: set[str] = field(default_factory=set)  # keys of the GENERATED_PCHs the run may make (generated_pch_users)
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _before_headers: list[Headers] = field(default_factory=list)
@@ -515,7 +520,7 @@ class _Run:
         """Compile UNIT in the tree's place, against the regenerated headers; every error it meets is the bypass's."""
         target = Target(unit.path, None)
         with tempfile.TemporaryDirectory(prefix="codemod-compile-") as scratch:
-            view = _View(self.tree, self.headers, {unit.path: unit.text, **dict(unit.companions)}, Path(scratch))
+            view = _View(self.tree, self.headers, {**self.planned, unit.path: unit.text, **dict(unit.companions)}, Path(scratch))
             compiled = view.compile(unit.path)
             if not compiled.clean:
                 failed = self._failed(target, view, compiled, Path(scratch))
@@ -1039,12 +1044,12 @@ def _without_hint(message: str) -> str:
     return message.split("; did you mean", 1)[0]
 
 
-def _failure_message(failures: list[_Outcome]) -> str:
+def _failure_message(failures: list[_Outcome], what: str = "the edited sources do not compile") -> str:
     leftovers = [leftover for o in failures for leftover in o.leftovers]
     head = ""
     if leftovers:
         head = "callers still reach a function the bypass removed (rewrite each by hand):\n" + "".join(f"  {x}\n" for x in leftovers)
-    return head + f"the edited sources do not compile ({COMPILED_BY}):\n" + "\n".join(o.errors for o in failures)
+    return head + f"{what} ({COMPILED_BY}):\n" + "\n".join(o.errors for o in failures)
 
 
 def _linked_before(row: link_check.Unresolved) -> str:

@@ -18,9 +18,11 @@ and its group only (capture relies on the same), so that code is what it was.
 The autograd codegen runs in full: the foreach cascade is a cross-entry effect.
 
 All three run first on the bytes the bypass plans to write (codegen_ahead), before
-the first write: a result they refuse is never written. So does, in guarded mode, the
-compile of the unit that uses every guarded function (guarded_unit.py), whose record
-the compile after writing finds. After writing, verify
+the first write: a result they refuse is never written. So do the compiles of the units
+verify compiles beside the tree's files (the op's generated code, generated_units.py;
+in guarded mode, the unit that uses every guarded function, guarded_unit.py): code
+torchgen generates for the bypassed op that g++ rejects is never written either, and
+the compile after writing finds their records. After writing, verify
 looks each run up again by its inputs as they are on disk, and finds the same
 build-cache entries only if the tree holds exactly those bytes.
 """
@@ -177,8 +179,9 @@ def generated_sources(
 def codegen_ahead(tree: Tree, plans: Sequence[Plan], threads: int = 1, compile_units: bool = False) -> Iterator[Callable[[], Ahead]]:
     """Start verify's codegen runs on the bytes PLANS leave, on THREADS threads (one beside the harness's compile): the
     autograd codegen, torchgen on the op's entries (renamed), torchgen's headers of the whole yaml, in a scratch tree
-    of what the codegen reads (codegen.planned_tree); with COMPILE_UNITS, then the compile of a guarded op's unit
-    (_units_ahead). Yields the wait for the codegen's verdicts, which raises VerificationFailed with the first refusal;
+    of what the codegen reads (codegen.planned_tree); with COMPILE_UNITS, then the compile of the units verify compiles
+    (_units_ahead). Yields the wait for the verdicts (the codegen's, then g++'s on those units), which raises
+    VerificationFailed with the first refusal;
     leaving the block waits for the runs started and drops the others."""
     planned = {change.path: change.after for change in combined_changes(plans)}
     overloads = tuple(name for plan in plans for name in plan.overloads)
@@ -188,14 +191,15 @@ def codegen_ahead(tree: Tree, plans: Sequence[Plan], threads: int = 1, compile_u
             autograd = pool.submit(codegen.autograd, overlay, Path(scratch, "autograd"))
             entries = pool.submit(_entries_renamed, overlay, overloads, Path(scratch, "aten"))
             headers = pool.submit(compile_check.regenerate_headers, tree, compile_check.CodegenInputs.read(tree.root, planned))
-            if compile_units:
-                pool.submit(_units_ahead, tree, plans, headers)
+            units = pool.submit(_units_ahead, tree, overlay, plans, headers, entries) if compile_units else None
 
-            def verdicts() -> Ahead:  # the autograd codegen's first, as verify says it
+            def verdicts() -> Ahead:  # the autograd codegen's first, as verify says it; then g++'s on the op's units
                 verdict = functools.partial(_verdict, ops=" ".join(plan.op for plan in plans), overlay=overlay, tree=tree)
                 autograd_ran = verdict(autograd, "autograd codegen")
                 entries_ran = verdict(entries, "torchgen")[1]
                 kept_headers = verdict(headers, "torchgen")
+                if units is not None:
+                    verdict(units, "g++")
                 return Ahead((kept_headers.root, kept_headers.from_cache), entries_ran, autograd_ran)
 
             yield verdicts
@@ -203,15 +207,20 @@ def codegen_ahead(tree: Tree, plans: Sequence[Plan], threads: int = 1, compile_u
             pool.shutdown(cancel_futures=True)
 
 
-def _units_ahead(tree: Tree, plans: Sequence[Plan], headers: Future[compile_check.Headers]) -> None:
-    """The guarded unit of PLANS compiled before writing, against the headers verify compiles it against after (a slim
-    tree's: the full tree's with PLANS applied): verify finds its record, so the compile overlaps the harness's."""
-    units = guarded_unit.units(plans)
-    if not units:
+def _units_ahead(
+    tree: Tree, overlay: Tree, plans: Sequence[Plan], headers: Future[compile_check.Headers], entries: Future[tuple[list[str], tuple[Path, bool]]],
+) -> None:
+    """The units verify compiles after writing beside the tree's files (a guarded op's unit, the op's generated code
+    from the codegen's runs on the planned entries in OVERLAY), compiled before writing against the headers verify
+    compiles them against after (a slim tree's: the full tree's with PLANS applied): one that does not compile is
+    refused with g++'s errors before anything is written; verify finds the records of the others."""
+    if compile_check.foreign_torchgen(tree) is not None:  # named as not compiled after writing, and why
         return
     regenerated = overlay_compile.headers_after(tree, plans) if compile_check.slim_tree(tree) is not None else headers.result()
-    if regenerated is not None:
-        compile_check.compile_ahead(tree, regenerated, units)
+    if regenerated is None:  # a slim tree the full tree cannot stand for: named after writing
+        return
+    generated = generated_sources(overlay, plans, headers.result(), entries.result()[1][0])
+    compile_check.compile_ahead(tree, regenerated, plans, [*guarded_unit.units(plans), *generated.units])
 
 
 def _verdict(run: Future[_Result], what: str, ops: str, overlay: Tree, tree: Tree) -> _Result:
@@ -223,7 +232,8 @@ def _verdict(run: Future[_Result], what: str, ops: str, overlay: Tree, tree: Tre
         refusal = f"the result of `bypass {ops}` is refused by the tree's {what}: {reason.replace(str(overlay.root), str(tree.root))}"
     except VerificationFailed as failure:  # the op's entries generated under their public names
         refusal = f"in the result of `bypass {ops}`, {failure}"
-    raise VerificationFailed(f"{refusal}; nothing was written (`--dry-run --no-verify` prints the patch)")
+    after = "\n" if "\n" in refusal else "; "  # g++'s errors end on their own line
+    raise VerificationFailed(f"{refusal}{after}nothing was written (`--dry-run --no-verify` prints the patch)")
 
 
 def entries_in_tree(tree: Tree, overloads: tuple[str, ...]) -> str:
