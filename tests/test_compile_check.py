@@ -316,7 +316,7 @@ def test_a_hand_written_api_that_does_not_compile_in_its_generated_source_is_ref
     located = locate(built_copy(checkout, tmp_path / "tree"))
     template = f"{TEMPLATES}/Functions.cpp"
     plan = replaced(make_plan(located, "mul"), template, b"return at::native::mul(self, other);", b"return at::native::mul(self, other, other);")
-    pristine = {path: path.read_bytes() for path in sorted(located.root.rglob("*")) if path.is_file()}
+    pristine = _files(located.root)
     with pytest.raises(VerificationFailed) as refused, codegen_ahead(located, [plan], compile_units=True) as verdicts:
         verdicts()
     message = str(refused.value)
@@ -324,11 +324,16 @@ def test_a_hand_written_api_that_does_not_compile_in_its_generated_source_is_ref
     assert f"build/aten/src/ATen/Functions.cpp (generated from the edited {template}):" in message
     assert "no matching function for call to" in message and "at::native::mul" in message
     assert message.endswith("nothing was written (`--dry-run --no-verify` prints the patch)")
-    assert {path: path.read_bytes() for path in sorted(located.root.rglob("*")) if path.is_file()} == pristine
+    assert _files(located.root) == pristine
     journal.apply(located, [plan])
     with pytest.raises(VerificationFailed) as failed:
         verify(located, plan=plan)
     assert f"build/aten/src/ATen/Functions.cpp (generated from the edited {template}):" in str(failed.value)
+
+
+def _files(root: Path) -> dict[Path, bytes]:
+    """Every file under ROOT with its bytes, but the caches Python writes beside the tree's torchgen when it runs."""
+    return {path: path.read_bytes() for path in sorted(root.rglob("*")) if path.is_file() and "__pycache__" not in path.parts}
 
 
 def test_a_hand_written_method_that_python_cannot_call_fails_in_the_generated_bindings(tmp_path: Path) -> None:
