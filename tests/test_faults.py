@@ -14,7 +14,9 @@ import random
 import shutil
 import subprocess
 import sys
+import threading
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -172,6 +174,28 @@ def test_a_compile_record_holds_only_while_a_header_outside_the_tree_is_unchange
     forced.write_text("#error changed outside the tree\n")
     changed = compiled()
     assert not changed.cached and "changed outside the tree" in changed.output
+
+
+def test_one_compile_of_the_same_inputs_asked_twice_at_once_runs_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two compiles of the same inputs at the same moment (two test workers, two commands on one build cache): one runs
+    g++, the other waits for its record and takes it, clean or not."""
+    monkeypatch.setenv("CODEMOD_BUILD_CACHE", str(tmp_path / "cache"))
+    root = tmp_path / "tree"
+    (root / NATIVE_SOURCES).mkdir(parents=True)
+    tree = Tree(root, has_own_torchgen=False, has_own_autograd=False)
+    headers = compile_check.Headers(tmp_path / "generated", "no-headers")
+    for text in ("#include <regex>\nbool tiny(const char* s) { return std::regex_match(s, std::regex(\"a+\")); }\n", "int tiny() { return undeclared; }\n"):
+        (root / TINY).write_text(text)
+        at_once = threading.Barrier(2)
+
+        def compiled(scratch: str) -> compile_check._Compiled:
+            at_once.wait()
+            return compile_check._View(tree, headers, {}, tmp_path / scratch).compile(TINY)
+
+        with ThreadPoolExecutor(max_workers=2) as pool:
+            outcomes = list(pool.map(compiled, ("one", "other")))
+        assert sorted(outcome.cached for outcome in outcomes) == [False, True]
+        assert outcomes[0].output == outcomes[1].output and outcomes[0].clean == ("undeclared" not in text)
 
 
 def test_a_kept_entry_truncated_or_of_another_shape_is_never_trusted(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

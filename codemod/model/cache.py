@@ -195,11 +195,26 @@ def _last_use(entry: Path) -> float:
 
 
 @contextlib.contextmanager
+def making(path: Path) -> Iterator[None]:
+    """PATH, a file of the cache (a compile's record), held while the block makes it, by a lock beside it
+    (`.NAME.lock`): a thread or process about to make the same file waits, then finds what the first published
+    instead of making it again (two test workers, two commands, wanting one compile)."""
+    with _flocked(path.with_name(f".{path.name}.lock"), fcntl.LOCK_EX):
+        yield
+
+
+@contextlib.contextmanager
 def _locked(entry: str, operation: int) -> Iterator[Path]:
-    """ENTRY's lock file (CACHE/.ENTRY.lock), flock-ed with OPERATION while the block runs. Each call opens the file
-    anew, so threads of one process exclude each other as processes do; a lock file removed (by `evict`) while this
-    call waited for it is opened again."""
-    path = cache_dir() / f".{entry}.lock"
+    """ENTRY's lock file (CACHE/.ENTRY.lock), flock-ed with OPERATION while the block runs."""
+    with _flocked(cache_dir() / f".{entry}.lock", operation) as path:
+        yield path
+
+
+@contextlib.contextmanager
+def _flocked(path: Path, operation: int) -> Iterator[Path]:
+    """The lock file PATH, flock-ed with OPERATION while the block runs. Each call opens the file anew, so threads of
+    one process exclude each other as processes do; a lock file removed (by `evict`, `cache prune`) while this call
+    waited for it is opened again."""
     path.parent.mkdir(parents=True, exist_ok=True)
     while True:
         descriptor = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)

@@ -41,7 +41,7 @@ _RECORD_DIRECTORIES = {"kernels": "kernel definitions", "syntax": "compile-check
 # What a run publishing an entry writes first: tempfile's scratch directory beside it, publish_text's scratch file;
 # and where cache.evict moves an entry before removing it.
 _SCRATCH = re.compile(r".+-[0-9a-f]{20}-[a-z0-9_]{8}|.+\.tmp\d+-\d+|\.evicted-[a-z0-9_]{8}")
-_LOCK = re.compile(r"\..+\.lock")  # cache._locked's lock file of an entry: the cache's bookkeeping, not an entry
+_LOCK = re.compile(r"\..+\.lock")  # the lock file of an entry or record (cache.py): the cache's bookkeeping, not an entry
 UNFINISHED = "unfinished (a run was publishing it)"
 _ABANDONED_SECONDS = 24 * 3600
 
@@ -65,7 +65,8 @@ def entries(root: Path | None = None) -> list[Entry]:
         if _LOCK.fullmatch(path.name):
             continue
         if path.name in _RECORD_DIRECTORIES and path.is_dir():
-            found += [Entry(record, _RECORD_DIRECTORIES[path.name], _size(record), None) for record in sorted(path.iterdir())]
+            records = [record for record in sorted(path.iterdir()) if not _LOCK.fullmatch(record.name)]
+            found += [Entry(record, _RECORD_DIRECTORIES[path.name], _size(record), None) for record in records]
         else:
             kind = _kind(path)
             found.append(Entry(path, kind, _size(path), _stale(path, kind, root, now)))

@@ -639,12 +639,18 @@ class _View:
         return path.read_bytes() if path.is_file() else None
 
     def compile(self, relative: str) -> _Compiled:
+        """RELATIVE compiled, or the record of a compile of the same inputs; made under the record's lock, so another
+        process compiling the same inputs meanwhile is waited for and its record taken."""
         main = self._main(relative)
         record = self._record(relative, main)
-        kept_object = record.with_suffix(".o")
-        recorded = self._recorded(record, _COMPILE_FIELDS)
-        if recorded is not None and (recorded["output"] or _holds(kept_object, recorded["object"])):
-            return _Compiled(recorded["output"], recorded, cached=True, object=None if recorded["output"] else kept_object)
+        with cache.making(record):
+            kept_object = record.with_suffix(".o")
+            recorded = self._recorded(record, _COMPILE_FIELDS)
+            if recorded is not None and (recorded["output"] or _holds(kept_object, recorded["object"])):
+                return _Compiled(recorded["output"], recorded, cached=True, object=None if recorded["output"] else kept_object)
+            return self._compiled_now(relative, main, record, kept_object)
+
+    def _compiled_now(self, relative: str, main: Path, record: Path, kept_object: Path) -> _Compiled:
         self.scratch.mkdir(parents=True, exist_ok=True)
         deps, made = self.scratch / "deps.d", self.scratch / "compiled.o"
         command = compile_command(self.tree, self.headers, relative, main, self._front())
