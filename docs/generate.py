@@ -514,7 +514,8 @@ def real_tree_totals(_outputs: dict) -> str:
     for label, record in _sweeps():
         of = f"{record['ops']} of {record['listed']}" if record["ops"] != record["listed"] else f"all {record['ops']}"
         lines.append(f"- {label} ({record['date']}): {of} bypassable ops swept with full verification, "
-                     f"{record['bypassed_verified_reverted']} bypassed, verified and reverted byte for byte, {len(record['failed'])} failed.")
+                     f"{record['bypassed_verified_reverted']} bypassed, verified and reverted byte for byte, "
+                     f"{sum(record['refused'].values())} refused with the tree's or g++'s reason, {len(record['failed'])} failed.")
     steps = _recorded("real_tree_steps")
     runs = {run["run"].split(" ")[0]: run for run in steps["runs"]}
     lines.append(f"- `bypass {steps['op']}` on PyTorch's own {', '.join(steps['sources'])} ({steps['date']}, {steps['cpus']} cores): "
