@@ -110,10 +110,11 @@ def sweep_load(rows: list[dict], at_start: tuple[float, ...]) -> dict | None:
 
 def reason_class(reason: str) -> str:
     """The reason without the op's own names, so refusals group: g++'s first error, else the text after the last ': '
-    up to ';'."""
+    up to ';' (symbols left undefined: their count and names left out)."""
     first_error = GXX_ERROR.search(reason)
     if first_error is not None:
         return f"g++: {first_error[1]}"[:100]
+    reason = re.sub(r"\b\d+ symbols", "N symbols", reason.split(" (`", 1)[0])  # the symbols named, by count: one class
     return reason.rsplit(": ", 1)[-1].split(";")[0].strip()[:100] or "(no message)"
 
 
