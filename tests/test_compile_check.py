@@ -26,7 +26,7 @@ from codemod.model.tree import NATIVE_SOURCES, TEMPLATES, Tree, locate
 from codemod.plan.plan import Plan, make_plan
 from codemod.verify import compile_check, generated_units
 from codemod.verify.verify import codegen_ahead, entries_in_tree, generated_sources, verify
-from tests.conftest import OUTPUT_SCHEMA, TARGET_TREE, run_codemod
+from tests.conftest import OUTPUT_SCHEMA, TARGET_TREE, run_codemod, snapshot
 
 BINARY_OPS = f"{NATIVE_SOURCES}/BinaryOps.cpp"
 # A caller of at::cpu::mul that also includes a header neither target_tree/ nor the torch wheel has.
@@ -316,7 +316,7 @@ def test_a_hand_written_api_that_does_not_compile_in_its_generated_source_is_ref
     located = locate(built_copy(checkout, tmp_path / "tree"))
     template = f"{TEMPLATES}/Functions.cpp"
     plan = replaced(make_plan(located, "mul"), template, b"return at::native::mul(self, other);", b"return at::native::mul(self, other, other);")
-    pristine = _files(located.root)
+    pristine = snapshot(located.root)
     with pytest.raises(VerificationFailed) as refused, codegen_ahead(located, [plan], compile_units=True) as verdicts:
         verdicts()
     message = str(refused.value)
@@ -324,16 +324,11 @@ def test_a_hand_written_api_that_does_not_compile_in_its_generated_source_is_ref
     assert f"build/aten/src/ATen/Functions.cpp (generated from the edited {template}):" in message
     assert "no matching function for call to" in message and "at::native::mul" in message
     assert message.endswith("nothing was written (`--dry-run --no-verify` prints the patch)")
-    assert _files(located.root) == pristine
+    assert snapshot(located.root) == pristine
     journal.apply(located, [plan])
     with pytest.raises(VerificationFailed) as failed:
         verify(located, plan=plan)
     assert f"build/aten/src/ATen/Functions.cpp (generated from the edited {template}):" in str(failed.value)
-
-
-def _files(root: Path) -> dict[Path, bytes]:
-    """Every file under ROOT with its bytes, but the caches Python writes beside the tree's torchgen when it runs."""
-    return {path: path.read_bytes() for path in sorted(root.rglob("*")) if path.is_file() and "__pycache__" not in path.parts}
 
 
 def test_a_hand_written_method_that_python_cannot_call_fails_in_the_generated_bindings(tmp_path: Path) -> None:
