@@ -31,8 +31,10 @@ from pathlib import Path
 RESULTS = Path(__file__).resolve().parent / "results"
 NO_SOURCE = "(kernel source not named)"  # explain failed, or a row from before rows named it
 # The tree's codegen or g++ rejecting the bytes the bypass would write, said before writing (exit 1): a refusal with
-# their reason, when the tree is left as it was.
-REFUSED_BEFORE_WRITING = re.compile(r"(in )?the result of `bypass [^`]+`")
+# their reason, when the tree is left as it was. Not torchgen still generating the op's public names: codemod's own
+# failure, said the same way.
+REFUSED_BEFORE_WRITING = re.compile(r"the result of `bypass [^`]+` is refused by the tree's |in the result of `bypass [^`]+`, "
+                                    r"the code the bypass leaves does not compile")
 GXX_ERROR = re.compile(r"\berror: (.+)")
 
 
