@@ -31,6 +31,11 @@ TENSOR_BODY_H = f"{TEMPLATES}/TensorBody.h"
 TENSOR_METHODS_CPP = f"{TEMPLATES}/TensorMethods.cpp"
 REDISPATCH_FUNCTIONS_H = f"{TEMPLATES}/RedispatchFunctions.h"
 NATIVE_FUNCTIONS_INCLUDE = "#include <ATen/NativeFunctions.h>"
+# The dispatcher runs a CPU kernel below the autograd and ADInplaceOrView keys (VariableType's kernel enters this guard
+# before it redispatches); the bypass enters it too, so the at:: calls the kernel makes inside (a meta function's views
+# and reshapes) skip those layers as they did, rather than run through autograd with the inputs' keys.
+BELOW_AUTOGRAD = "at::AutoDispatchBelowADInplaceOrView below_autograd;"
+BELOW_AUTOGRAD_INCLUDE = "#include <ATen/core/LegacyTypeDispatch.h>"
 
 FUNCTION_PLACEHOLDERS = ("${Functions_declarations}", "${function_definitions}")
 REDISPATCH_PLACEHOLDERS = ("${function_redispatch_definitions}",)
@@ -221,7 +226,7 @@ def native_source_edits(tree: Tree, capture: Capture) -> list[Edit]:
     else:  # a ufunc op's impl was generated: at the end of `at::native` in the file of its meta function
         source = sources[min(kernel_files)]
         edits.append(source.edit(_end_of_namespace(source, ("at", "native")), carried + "\n", "add the ufunc native struct, CPU structured wrappers and at::native kernels"))
-    includes = [i for i in capture.cpu_includes if not source.has_own_line(i)]
+    includes = [i for i in (*capture.cpu_includes, BELOW_AUTOGRAD_INCLUDE) if not source.has_own_line(i)]
     if includes:
         edits.append(
             source.edit(
@@ -327,4 +332,4 @@ def _forward(namespace: str, wrapper: str, native_name: str, capture: Capture) -
     name = cpp_syntax.function_declarator(node).child_by_field_name("declarator")
     head = head[: name.start_byte - start] + native_name + as_native_api(head[name.end_byte - start :])
     args = ", ".join(cpp_syntax.parameter_names(node))
-    return f"{head} {{\n    return {namespace}::{wrapper}({args});\n}}"
+    return f"{head} {{\n    {BELOW_AUTOGRAD}\n    return {namespace}::{wrapper}({args});\n}}"

@@ -25,6 +25,7 @@ from codemod.model.edits import Edit
 from codemod.model.errors import BadInput
 from codemod.model.tree import Tree
 from codemod.plan.cpp import (
+    BELOW_AUTOGRAD,
     FUNCTION_PLACEHOLDERS,
     FUNCTIONS_CPP,
     FUNCTIONS_H,
@@ -183,12 +184,13 @@ def guarded_definition(op: str, api: ApiFunction, cpu_functions: set[str]) -> st
     fast_call = f"at::cpu::{api.name}({args})"
     if mutated:
         fast = (
+            f"        {BELOW_AUTOGRAD}\n"
             f"        auto&& result = {fast_call};\n"
             f"        {namespace}::bump_versions(*keys, {', '.join(mutated)});\n"
             f"        return result;\n"
         )
     else:
-        fast = f"        return {fast_call};\n"
+        fast = f"        {BELOW_AUTOGRAD}\n        return {fast_call};\n"
     fallback = "\n".join(f"    {line.strip()}" for line in api.body.strip()[1:-1].splitlines() if line.strip())
     return (
         f"{api.definition_head} {{\n"
