@@ -337,15 +337,18 @@ def check(
     header_targets = [t for t in targets if not t.path.endswith((*SOURCE_SUFFIXES, *CUDA_SUFFIXES))]  # .h, .inl, ...
     # the largest first (a file's size stands for its compile time), so that the two jobs end close together
     largest_first = sorted(sources, key=lambda t: -tree.path(t.path).stat().st_size if tree.path(t.path).is_file() else 0)
-    with tempfile.TemporaryDirectory(prefix="codemod-units-") as units_scratch, ThreadPoolExecutor(max_workers=JOBS) as pool:
-        run.units_scratch = Path(units_scratch)
-        compiled = run.compile_all(pool, [*units, *largest_first])
-        outcomes = [compiled[t] for t in sources]
+    with ThreadPoolExecutor(max_workers=JOBS) as pool:
+        unit_runs = [pool.submit(run.unit, unit) for unit in units]
+        loading = run.generated_pch_users(pool, largest_first)
+        # the first to load it makes it (if need be), beside the files that load none; the others wait for it
+        in_order = [*loading[:1], *(t for t in largest_first if t not in loading), *loading[1:]]
+        by_target = dict(zip(in_order, pool.map(run.target, in_order)))
+        outcomes = [by_target[t] for t in sources]
         read_by = {name: o for o in outcomes if o.compiled for name in o.tree_headers}
         alone = [t for t in header_targets if t.path not in read_by]
         outcomes += [run.through(t, read_by[t.path]) for t in header_targets if t.path in read_by]
         outcomes += list(pool.map(run.target, alone))
-        unit_outcomes = [compiled[u] for u in units]
+        unit_outcomes = [unit_run.result() for unit_run in unit_runs]
         outcomes += unit_outcomes
     failures = [o for o in outcomes if o.errors]
     if failures:
@@ -414,10 +417,8 @@ def compile_ahead(tree: Tree, headers: Headers, plans: Sequence[Plan], units: Se
     compile (the same inputs: the tree then holds those bytes) and says it."""
     planned = {change.path: change.after for change in combined_changes(plans)}
     run = _Run(tree, headers, None, removed_by(plans), planned=planned)
-    with tempfile.TemporaryDirectory(prefix="codemod-units-") as units_scratch, ThreadPoolExecutor(max_workers=JOBS) as pool:
-        run.units_scratch = Path(units_scratch)
-        compiled = run.compile_all(pool, units)
-        failures = [compiled[unit] for unit in units if compiled[unit].errors]
+    with ThreadPoolExecutor(max_workers=JOBS) as pool:
+        failures = [outcome for outcome in pool.map(run.unit, units) if outcome.errors]
     if failures:
         raise VerificationFailed(_failure_message(failures, "the code the bypass leaves does not compile"))
 
@@ -468,22 +469,11 @@ class _Run:
     removed: frozenset[str]
     planned: Mapping[str, bytes] = field(default_factory=dict)  # before writing: the bytes the plans write, by path
     wanted: set[str] = field(default_factory=set)  # keys of the GENERATED_PCHs the run may make (generated_pch_users)
-    units_scratch: Path | None = None  # where each unit's copy is laid out, for the run's life (_unit_view)
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _before_headers: list[Headers] = field(default_factory=list)
     _operator_layouts: dict[str, Headers] = field(default_factory=dict)  # by the digest of the monolithic headers
 
-    def compile_all(self, pool: ThreadPoolExecutor, items: Sequence[Unit | Target]) -> dict[Unit | Target, _Outcome]:
-        """ITEMS compiled in POOL, each by its outcome; those that load a GENERATED_PCH (generated_pch_users) after the
-        first of them, which makes it (if need be) beside the items that load none."""
-        loading = self.generated_pch_users(pool, items)
-        in_order = [*loading[:1], *(item for item in items if item not in loading), *loading[1:]]
-        return dict(zip(in_order, pool.map(self._compile_one, in_order)))
-
-    def _compile_one(self, item: Unit | Target) -> _Outcome:
-        return self.unit(item) if isinstance(item, Unit) else self.target(item)
-
-    def generated_pch_users(self, pool: ThreadPoolExecutor, sources: Sequence[Unit | Target]) -> list[Unit | Target]:
+    def generated_pch_users(self, pool: ThreadPoolExecutor, sources: Sequence[Target]) -> list[Target]:
         """Of SOURCES (checked in POOL), those that will load a GENERATED_PCH: one kept from an earlier run, or one that
         GENERATED_PCH_USERS of them read the headers of and pass the check for, which the run then makes (added to
         WANTED). The check runs only where a PCH may be loaded. A file compiled clean before from the same inputs is not
@@ -499,25 +489,15 @@ class _Run:
     def _worth(self, pch_key: str, users: int) -> bool:
         return users >= GENERATED_PCH_USERS or pch_key in self.wanted or pch.kept(GENERATED_PCH, pch_key)
 
-    def _generated_pch_read(self, item: Unit | Target) -> str | None:
-        if isinstance(item, Unit):
-            return self._unit_view(item).generated_pch_read(item.path)
-        if not self.tree.path(item.path).is_file():
+    def _generated_pch_read(self, target: Target) -> str | None:
+        if not self.tree.path(target.path).is_file():
             return None
         with tempfile.TemporaryDirectory(prefix="codemod-compile-") as scratch:
-            return _View(self.tree, self.headers, {}, Path(scratch)).generated_pch_read(item.path)
+            return _View(self.tree, self.headers, {}, Path(scratch)).generated_pch_read(target.path)
 
-    def _passes_check(self, item: Unit | Target) -> bool:
-        if isinstance(item, Unit):
-            return self._unit_view(item).loads_generated_pch_alike(item.path)
+    def _passes_check(self, target: Target) -> bool:
         with tempfile.TemporaryDirectory(prefix="codemod-compile-") as scratch:
-            return _View(self.tree, self.headers, {}, Path(scratch)).loads_generated_pch_alike(item.path)
-
-    def _unit_view(self, unit: Unit) -> _View:
-        """UNIT in the tree's place, laid out once per run (under UNITS_SCRATCH): its PCH check and its compile read
-        the same copy under the same flags, so g++ -M of it runs once."""
-        scratch = self.units_scratch / hashlib.sha256(unit.path.encode()).hexdigest()[:12]
-        return _View(self.tree, self.headers, {**self.planned, unit.path: unit.text, **dict(unit.companions)}, scratch, self.wanted)
+            return _View(self.tree, self.headers, {}, Path(scratch)).loads_generated_pch_alike(target.path)
 
     def target(self, target: Target) -> _Outcome:
         """Compile TARGET as its own translation unit; on errors, tell the bypass's from those it had."""
@@ -539,12 +519,13 @@ class _Run:
     def unit(self, unit: Unit) -> _Outcome:
         """Compile UNIT in the tree's place, against the regenerated headers; every error it meets is the bypass's."""
         target = Target(unit.path, None)
-        view = self._unit_view(unit)
-        compiled = view.compile(unit.path)
-        if not compiled.clean:
-            failed = self._failed(target, view, compiled, view.scratch)
-            said = f"{unit.path} ({unit.what}):" + failed.errors.removeprefix(f"{unit.path}:")
-            return dataclasses.replace(failed, errors=said) if failed.errors else failed
+        with tempfile.TemporaryDirectory(prefix="codemod-compile-") as scratch:
+            view = _View(self.tree, self.headers, {**self.planned, unit.path: unit.text, **dict(unit.companions)}, Path(scratch))
+            compiled = view.compile(unit.path)
+            if not compiled.clean:
+                failed = self._failed(target, view, compiled, Path(scratch))
+                said = f"{unit.path} ({unit.what}):" + failed.errors.removeprefix(f"{unit.path}:")
+                return dataclasses.replace(failed, errors=said) if failed.errors else failed
         deps = compiled.dependencies
         return _Outcome(
             target, compiled.cached, generated_read=tuple(deps["generated_headers"]), tree_headers=tuple(deps["tree_headers"]),
