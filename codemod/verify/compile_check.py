@@ -1001,8 +1001,7 @@ class _Error:
         now, then = _read(view, self.file), _read(earlier_view, self.file)
         if now is None or then is None:  # not the tree's: by message alone
             return True
-        matcher = difflib.SequenceMatcher(None, then.splitlines(), now.splitlines(), autojunk=False)
-        for tag, i1, i2, j1, j2 in matcher.get_opcodes():
+        for tag, i1, i2, j1, j2 in _line_edits(then, now):
             if j1 < self.line <= j2:
                 if tag == "equal":
                     return earlier.line == i1 + self.line - j1
@@ -1015,6 +1014,13 @@ class _Error:
         Not a missing at:: function: that one is the bypass's own."""
         found = _NOT_DECLARED.search(self.message)
         return found is not None and found["name"] in removed and (found["scope"] or found["in"]) != "at"
+
+
+@functools.lru_cache(maxsize=16)
+def _line_edits(then: bytes, now: bytes) -> tuple[tuple[str, int, int, int, int], ...]:
+    """difflib's opcodes from THEN's lines to NOW's, once per pair of texts: a file that failed before and after the
+    bypass asks it for each pair of its errors, hundreds for a file of another age (a matcher each took seconds)."""
+    return tuple(difflib.SequenceMatcher(None, then.splitlines(), now.splitlines(), autojunk=False).get_opcodes())
 
 
 def _errors(output: str, view: _View) -> list[_Error]:
