@@ -182,15 +182,15 @@ def guarded_definition(op: str, api: ApiFunction, cpu_functions: set[str]) -> st
         args = ", ".join(name for _, name in guarded.params)
     namespace = guard_namespace(op)
     fast_call = f"at::cpu::{api.name}({args})"
+    fast = f"        {BELOW_AUTOGRAD}\n"  # the kernel below autograd, as the dispatcher runs it
     if mutated:
-        fast = (
-            f"        {BELOW_AUTOGRAD}\n"
+        fast += (
             f"        auto&& result = {fast_call};\n"
             f"        {namespace}::bump_versions(*keys, {', '.join(mutated)});\n"
             f"        return result;\n"
         )
     else:
-        fast = f"        {BELOW_AUTOGRAD}\n        return {fast_call};\n"
+        fast += f"        return {fast_call};\n"
     fallback = "\n".join(f"    {line.strip()}" for line in api.body.strip()[1:-1].splitlines() if line.strip())
     return (
         f"{api.definition_head} {{\n"
