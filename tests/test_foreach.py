@@ -19,6 +19,7 @@ from codemod.model.edits import apply_edits
 from codemod.model.errors import BadInput
 from codemod.model.tree import DERIVATIVES, GEN_VARIABLE_TYPE, NATIVE_FUNCTIONS, TAGS, locate
 from codemod.plan.foreach import exempt_foreach_ops, foreach_autograd_losses
+from codemod.verify import compile_check
 from tests.conftest import REPO, SESSION_CACHE, TARGET_TREE, snapshot
 
 MUL_GROUP = ("mul.Tensor", "mul_.Tensor", "mul.out")
@@ -239,7 +240,9 @@ def test_a_second_plan_on_the_same_inputs_finds_the_cascade_kept(tree, tmp_path)
 
 def test_a_result_the_autograd_codegen_refuses_is_not_written(tree, tmp_path):
     """A gen_variable_type.py that rebinds the exemption set after the literal the planner edits: the tree as it is
-    passes the autograd codegen, the bypass's result does not. Exit 1, every byte as it was, --dry-run too."""
+    passes the autograd codegen, the bypass's result does not. Exit 1, every byte as it was, --dry-run too. The
+    refusal stops the compile of the op's generated code begun beside the codegen: at most the compiles under way
+    then (one per job) and those starting with them are run, not the op's every unit (14 for mul)."""
     root = shutil.copytree(tree.root, tmp_path / "tree")
     code = root / GEN_VARIABLE_TYPE
     code.write_text(code.read_text() + "\n_foreach_ops_without_differentiability_info = {\n"
@@ -254,6 +257,8 @@ def test_a_result_the_autograd_codegen_refuses_is_not_written(tree, tmp_path):
         )
         assert result.stdout == ""
         assert (snapshot(root), directories(root)) == before
+        compiles = [line for line in result.stderr.splitlines() if line.startswith("$ g++ ") and " -c " in line]
+        assert len(compiles) <= 2 * compile_check.JOBS, compiles
 
 
 def directories(root: Path) -> set[str]:

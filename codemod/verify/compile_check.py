@@ -411,14 +411,16 @@ def _link(run: _Run, outcomes: Sequence[_Outcome], unbuilt_sources: Sequence[str
     return len(objects), [NotCompiled(path, _linked_before(row)) for row in had for path in row.referenced_by]
 
 
-def compile_ahead(tree: Tree, headers: Headers, plans: Sequence[Plan], units: Sequence[Unit]) -> None:
+def compile_ahead(tree: Tree, headers: Headers, plans: Sequence[Plan], units: Sequence[Unit], stop: threading.Event) -> None:
     """Compile UNITS against HEADERS before writing, reading the bytes PLANS will write in place of the tree's; raise
     VerificationFailed with g++'s errors when one does not compile. Check, after writing, finds the record of each
-    compile (the same inputs: the tree then holds those bytes) and says it."""
+    compile (the same inputs: the tree then holds those bytes) and says it. Once STOP is set (another check refused
+    the bypass), no further unit is compiled: nothing will be written, so their verdict is not asked for."""
     planned = {change.path: change.after for change in combined_changes(plans)}
     run = _Run(tree, headers, None, removed_by(plans), planned=planned)
     with ThreadPoolExecutor(max_workers=JOBS) as pool:
-        failures = [outcome for outcome in pool.map(run.unit, units) if outcome.errors]
+        outcomes = list(pool.map(lambda unit: None if stop.is_set() else run.unit(unit), units))
+    failures = [outcome for outcome in outcomes if outcome is not None and outcome.errors]
     if failures:
         raise VerificationFailed(_failure_message(failures, "the code the bypass leaves does not compile"))
 

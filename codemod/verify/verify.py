@@ -32,6 +32,7 @@ import contextlib
 import dataclasses
 import functools
 import tempfile
+import threading
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
@@ -182,16 +183,18 @@ def codegen_ahead(tree: Tree, plans: Sequence[Plan], threads: int = 1, compile_u
     of what the codegen reads (codegen.planned_tree); with COMPILE_UNITS, then the compile of the units verify compiles
     (_units_ahead). Yields the wait for the verdicts (the codegen's, then g++'s on those units), which raises
     VerificationFailed with the first refusal;
-    leaving the block waits for the runs started and drops the others."""
+    leaving the block waits for the runs started and drops the others: a refusal stops the units' compile at the
+    compiles under way (a refused bypass writes nothing, so it does not wait for g++'s verdict on its code)."""
     planned = {change.path: change.after for change in combined_changes(plans)}
     overloads = tuple(name for plan in plans for name in plan.overloads)
     with codegen.planned_tree(tree, planned) as overlay, tempfile.TemporaryDirectory(prefix="codemod-ahead-") as scratch:
         pool = ThreadPoolExecutor(max_workers=threads)
+        stop_units = threading.Event()
         try:
             autograd = pool.submit(codegen.autograd, overlay, Path(scratch, "autograd"))
             entries = pool.submit(_entries_renamed, overlay, overloads, Path(scratch, "aten"))
             headers = pool.submit(compile_check.regenerate_headers, tree, compile_check.CodegenInputs.read(tree.root, planned))
-            units = pool.submit(_units_ahead, tree, overlay, plans, headers, entries) if compile_units else None
+            units = pool.submit(_units_ahead, tree, overlay, plans, headers, entries, stop_units) if compile_units else None
 
             def verdicts() -> Ahead:  # the autograd codegen's first, as verify says it; then g++'s on the op's units
                 verdict = functools.partial(_verdict, ops=" ".join(plan.op for plan in plans), overlay=overlay, tree=tree)
@@ -204,11 +207,13 @@ def codegen_ahead(tree: Tree, plans: Sequence[Plan], threads: int = 1, compile_u
 
             yield verdicts
         finally:
+            stop_units.set()  # leaving the block: after every verdict, or at a refusal
             pool.shutdown(cancel_futures=True)
 
 
 def _units_ahead(
     tree: Tree, overlay: Tree, plans: Sequence[Plan], headers: Future[compile_check.Headers], entries: Future[tuple[list[str], tuple[Path, bool]]],
+    stop_units: threading.Event,
 ) -> None:
     """The units verify compiles after writing beside the tree's files (a guarded op's unit, the op's generated code
     from the codegen's runs on the planned entries in OVERLAY), compiled before writing against the headers verify
@@ -220,7 +225,7 @@ def _units_ahead(
     if regenerated is None:  # a slim tree the full tree cannot stand for: named after writing
         return
     generated = generated_sources(overlay, plans, headers.result(), entries.result()[1][0])
-    compile_check.compile_ahead(tree, regenerated, plans, [*guarded_unit.units(plans), *generated.units])
+    compile_check.compile_ahead(tree, regenerated, plans, [*guarded_unit.units(plans), *generated.units], stop_units)
 
 
 def _verdict(run: Future[_Result], what: str, ops: str, overlay: Tree, tree: Tree) -> _Result:
