@@ -10,16 +10,20 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import marshal
+import os
 import shutil
 import tempfile
 from pathlib import Path
 
+import pytest
 import yaml
 from hypothesis import HealthCheck, event, given
 from hypothesis import strategies as st
 from torchgen.gen import parse_native_yaml
 
 from codemod.model import native_yaml
+from codemod.model.errors import BadInput
 from codemod.model.tree import NATIVE_FUNCTIONS, TAGS
 from tests import sampling
 from tests.conftest import TARGET_TREE, run_codemod, snapshot
@@ -275,3 +279,35 @@ def _assert_only_members_changed(before: str, after: str) -> None:
 def _values(text: bytes) -> dict[str, dict]:
     """Every entry's value by name, as torchgen's loader reads it."""
     return {e["func"].split("(")[0].strip(): e for e in yaml.load(text, Loader=yaml.CSafeLoader)}
+
+
+@sampling.examples(5, 100, deadline=None)
+@given(layout=layouts, damage=st.sampled_from(["none", "truncated", "another shape", "not a regular file"]))
+def test_a_parse_kept_in_the_build_cache_is_the_parse_and_a_damaged_one_is_parsed_again(layout: Layout, damage: str) -> None:
+    """native_yaml.load keeps what a text that passed its checks parses to (entries, spans, values) in the build cache,
+    by the text's bytes: a later load takes it, the same to the last value; a record found truncated, of another
+    shape or not a regular file is not trusted, the text parsed again and kept anew. A text it refuses is never kept:
+    the refusal is the same each time."""
+    text = variant_text(layout)
+    with tempfile.TemporaryDirectory(prefix="codemod-kept-parse-") as scratch, pytest.MonkeyPatch.context() as patch:
+        patch.setenv("CODEMOD_BUILD_CACHE", scratch)
+        record = native_yaml._parsed_record(text)
+        try:
+            parsed = native_yaml.load.__wrapped__(NATIVE_FUNCTIONS, text)
+        except BadInput as refusal:
+            assert not record.exists()
+            with pytest.raises(BadInput) as again:
+                native_yaml.load.__wrapped__(NATIVE_FUNCTIONS, text)
+            assert str(again.value) == str(refusal)
+            return
+        assert record.is_file()
+        if damage == "truncated":
+            record.write_bytes(record.read_bytes()[: len(record.read_bytes()) // 2])
+        elif damage == "another shape":
+            record.write_bytes(marshal.dumps((["mul.Tensor"], {"func": "mul"})))
+        elif damage == "not a regular file":
+            record.unlink()
+            os.mkfifo(record)
+        kept = native_yaml.load.__wrapped__(NATIVE_FUNCTIONS, text)
+        assert (kept.entries, kept.values, kept.lines, kept.text) == (parsed.entries, parsed.values, parsed.lines, parsed.text)
+        assert native_yaml._kept_parse(record) is not None  # whole again: kept anew where it was damaged

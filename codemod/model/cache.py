@@ -121,14 +121,21 @@ def kept_json(path: Path, shape: object) -> Any | None:
     else None, and the caller makes it again and publishes it over this one: a missing, truncated or corrupt entry is
     never trusted, never a crash. Nor a hang: what is not a regular file there (a FIFO would block the read forever, a
     device never end it) counts as corrupt, told without reading it."""
+    data = kept_bytes(path)
     try:
-        with open(os.open(path, os.O_RDONLY | os.O_NONBLOCK), "rb") as file:  # a FIFO's open does not wait for a writer
-            if not stat.S_ISREG(os.fstat(file.fileno()).st_mode):
-                return None
-            document = json.loads(file.read())
-    except (OSError, ValueError, RecursionError):
+        document = json.loads(data) if data is not None else None
+    except (ValueError, RecursionError):
         return None
     return document if json_file.matches(document, shape) else None
+
+
+def kept_bytes(path: Path) -> bytes | None:
+    """The bytes of the cache's file PATH, or None: missing, unreadable, or not a regular file (told without reading)."""
+    try:
+        with open(os.open(path, os.O_RDONLY | os.O_NONBLOCK), "rb") as file:  # a FIFO's open does not wait for a writer
+            return file.read() if stat.S_ISREG(os.fstat(file.fileno()).st_mode) else None
+    except OSError:
+        return None
 
 
 def drop(entry: str) -> None:
@@ -140,6 +147,26 @@ def drop(entry: str) -> None:
 def publish_text(path: Path, text: str) -> None:
     """Write TEXT to PATH (a file of the cache) by one rename: a reader finds it whole or not at all."""
     _publish(path, lambda scratch: scratch.write_text(text))
+
+
+def publish_bytes(path: Path, data: bytes) -> None:
+    """Write DATA to PATH (a file of the cache), as publish_text writes."""
+    _publish(path, lambda scratch: scratch.write_bytes(data))
+
+
+def keep_newest(directory: Path, pattern: str, keep: int) -> None:
+    """Of the files in DIRECTORY that match PATTERN (records of one kind, each touched when used), remove all but the
+    KEEP used last: a reader that finds one gone makes it again."""
+    files = sorted(directory.glob(pattern), key=_mtime_or_zero, reverse=True)
+    for stale in files[keep:]:
+        stale.unlink(missing_ok=True)
+
+
+def _mtime_or_zero(path: Path) -> float:
+    try:
+        return path.stat().st_mtime
+    except FileNotFoundError:
+        return 0.0
 
 
 def publish_file(path: Path, made: Path) -> None:

@@ -8,7 +8,7 @@ build record, hot's per-call costs: cache.publish_text). Stale, what `prune --st
 - a build record whose build is gone or stale, and hot's costs measured under another torch;
 - a source kept because it did not compile (kept to read the error), and what a run killed while publishing left
   (its scratch directory or file, a day old).
-Captures, kernel-definition and compile-check records and check verdicts are small and keyed by what they were made from (our
+Captures, kernel-definition and compile-check records, check verdicts and parsed yaml are keyed by what they were made from (our
 code, a tree's bytes), which cannot be told apart from what a tree will ask for again: only `prune --all` drops them.
 """
 from __future__ import annotations
@@ -36,8 +36,10 @@ _FILE_KINDS = (
     ("sources that did not compile", re.compile(r".+-failed\.cpp")),  # model/cache.py keep_failed
     ("build records", re.compile(r".+-[0-9a-f]{20}\.json")),  # verify/compiler.py record
 )
-# plan/structured_kernels.py, verify/compile_check.py, verify/checks.py
-_RECORD_DIRECTORIES = {"kernels": "kernel definitions", "syntax": "compile-check records", "checks": "check verdicts"}
+# plan/structured_kernels.py, verify/compile_check.py, verify/checks.py, model/native_yaml.py (the newest 32 kept)
+_RECORD_DIRECTORIES = {
+    "kernels": "kernel definitions", "syntax": "compile-check records", "checks": "check verdicts", "yaml": "parsed yaml",
+}
 # What a run publishing an entry writes first: tempfile's scratch directory beside it, publish_text's scratch file;
 # and where cache.evict moves an entry before removing it.
 _SCRATCH = re.compile(r".+-[0-9a-f]{20}-[a-z0-9_]{8}|.+\.tmp\d+-\d+|\.evicted-[a-z0-9_]{8}")

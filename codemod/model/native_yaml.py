@@ -11,14 +11,19 @@ are then composed with ruamel.yaml, whose node marks give each key's span.
 from __future__ import annotations
 
 import bisect
+import dataclasses
 import difflib
 import functools
 import itertools
 import json
+import marshal
+import os
 import re
+import sys
 from collections import defaultdict
 from dataclasses import dataclass
 from functools import cached_property
+from pathlib import Path
 
 import yaml
 from ruamel.yaml import YAML
@@ -27,6 +32,7 @@ from ruamel.yaml.composer import Composer
 from ruamel.yaml.error import YAMLError as RuamelError
 from ruamel.yaml.events import AliasEvent
 
+from codemod.model import cache
 from codemod.model.errors import BadInput, NotBypassable
 
 # Every key torchgen's NativeFunction.from_yaml understands (torchgen/model.py).
@@ -175,6 +181,11 @@ def line_end(text: str, offset: int) -> int:
 
 @functools.lru_cache(maxsize=8)  # a command reads the same text at each step (plan, checks, verify): parse it once
 def load(rel_path: str, text: str) -> NativeYaml:
+    record = _parsed_record(text)
+    kept = _kept_parse(record)
+    if kept is not None:
+        entries, values = kept
+        return NativeYaml(rel_path, text, split_lines(text), entries, values)
     bom = len(_BOM) if text.startswith(_BOM) else 0  # libyaml (torchgen's loader) skips it, and counts marks after it
     root, values = _compose(rel_path, text[bom:])
     if not isinstance(root, yaml.SequenceNode):
@@ -183,7 +194,42 @@ def load(rel_path: str, text: str) -> NativeYaml:
     line_ends = list(itertools.accumulate(len(line) for line in lines))
     entries = tuple(_entry(rel_path, text, bom, line_ends, node, value) for node, value in zip(root.value, values, strict=True))
     _refuse_duplicate_names(rel_path, entries)
+    _keep_parse(record, entries, values)
     return NativeYaml(rel_path, text, lines, entries, values)
+
+
+# A whole native_functions.yaml takes libyaml and our checks about 0.2 s, each command, each time: what a text that
+# passed them parses to is kept in the build cache by its bytes and our code (marshal: exact for the values YAML gives,
+# and loading it runs no code). The texts a tree goes through, the most recently used of them.
+_PARSED = "yaml"
+_PARSED_KEPT = 32
+
+
+def _parsed_record(text: str) -> Path:
+    key = cache.digest("native_yaml.load", text, cache.own_code(), sys.version, yaml.__version__)[:24]
+    return cache.cache_dir() / _PARSED / f"{key}.marshal"
+
+
+def _kept_parse(record: Path) -> tuple[tuple[Entry, ...], list] | None:
+    data = cache.kept_bytes(record)
+    try:
+        rows, values = marshal.loads(data) if data is not None else (None, None)
+        entries = tuple(Entry(*row) for row in rows) if rows is not None else None
+    except (ValueError, EOFError, TypeError):  # truncated or of another shape: parsed again, kept anew
+        return None
+    if entries is None or not isinstance(values, list) or len(values) != len(entries):
+        return None
+    os.utime(record)  # used now: kept among the newest
+    return entries, values
+
+
+def _keep_parse(record: Path, entries: tuple[Entry, ...], values: list) -> None:
+    try:
+        data = marshal.dumps(([dataclasses.astuple(entry) for entry in entries], values))
+    except ValueError:  # a value marshal cannot hold (a YAML timestamp): parsed again each time
+        return
+    cache.publish_bytes(record, data)
+    cache.keep_newest(record.parent, "*.marshal", _PARSED_KEPT)
 
 
 def _entry(rel_path: str, text: str, bom: int, line_ends: list[int], node: yaml.Node, value: object) -> Entry:
