@@ -14,6 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from codemod.apply import rebase
+from codemod.model import line_diff
 
 SHAPES = {  # a block of each kind of file, named by its index
     "derivatives.yaml": lambda i: [f"- name: f{i}(Tensor self) -> Tensor\n", "  self: grad\n", "  result: auto_element_wise\n", "\n"],
@@ -104,3 +105,25 @@ def test_force_drops_only_the_edits_inside_the_step_s_lines_and_names_them() -> 
     states, dropped = rebase.without(rebase.Step("X", before, after), [rebase.Step("a later edit", after, user)], drop_last=True)
     assert states == [before.replace(b"Tensor f1(", b"// note\nTensor f1(")]
     assert [clash.line for clash in dropped] == [6] and "+  return self * 2;" in dropped[0].later_hunk
+
+
+LINES = st.lists(st.sampled_from(["\n", "}\n", "  dispatch:\n", "- func: f\n", "x\n"]), max_size=30)
+
+
+@given(old=LINES, new=LINES)
+def test_every_diff_of_ours_turns_one_side_into_the_other_and_leaves_the_common_ends_equal(old: list[str], new: list[str]) -> None:
+    """line_diff's opcodes (the patch's, revert's and the compile check's) on lines that repeat, as a file's do: they
+    cover both sides in order, rebuild NEW from OLD, and report the lines both begin and end with as equal."""
+    ops = line_diff.opcodes(old, new)
+    rebuilt, i, j = [], 0, 0
+    for tag, i1, i2, j1, j2 in ops:
+        assert (i1, j1) == (i, j) and tag in ("equal", "replace", "delete", "insert")
+        assert (old[i1:i2] == new[j1:j2]) == (tag == "equal")
+        rebuilt += new[j1:j2]
+        i, j = i2, j2
+    assert (i, j) == (len(old), len(new)) and rebuilt == new
+    shorter = min(len(old), len(new))
+    head = next((k for k in range(shorter) if old[k] != new[k]), shorter)
+    tail = next((k for k in range(shorter - head) if old[-1 - k] != new[-1 - k]), shorter - head)
+    assert all(head <= i1 and i2 <= len(old) - tail for tag, i1, i2, _, _ in ops if tag != "equal")
+    assert line_diff.changes(old, new) == [op for op in ops if op[0] != "equal"]

@@ -8,12 +8,14 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from codemod.model import line_diff
+from codemod.model.line_diff import Opcode
+
 if TYPE_CHECKING:  # annotations only: rendering a diff needs none of the planner
     from codemod.plan.plan import FileChange
 
 CONTEXT_LINES = 3
 _NO_NEWLINE = "\\ No newline at end of file\n"
-Opcode = tuple[str, int, int, int, int]  # difflib: tag, i1, i2, j1, j2
 
 
 def render(changes: tuple[FileChange, ...]) -> str:
@@ -32,25 +34,9 @@ class Hunk:
 
 
 def _grouped_opcodes(old: list[str], new: list[str], context: int) -> list[list[Opcode]]:
-    """difflib's hunks without its autojunk heuristic, which on files of 200+ lines treats frequent lines
-    (blank lines, `}`) as junk and inflates a 2-line change into a +6/-6 hunk. The lines both sides begin and end
-    with are equal before difflib looks, as git's xdiff does: its matcher is quadratic in the lines it is given
-    (seconds on native_functions.yaml), and a bypass changes a few entries of it."""
-    same = 0
-    while same < min(len(old), len(new)) and old[same] == new[same]:
-        same += 1
-    tail = 0
-    while tail < min(len(old), len(new)) - same and old[-1 - tail] == new[-1 - tail]:
-        tail += 1
-    middle = difflib.SequenceMatcher(None, old[same : len(old) - tail], new[same : len(new) - tail], autojunk=False)
-    # the middle begins and ends with a difference, so its opcodes need no merging with the equal ends
-    opcodes = [(tag, i1 + same, i2 + same, j1 + same, j2 + same) for tag, i1, i2, j1, j2 in middle.get_opcodes()]
+    """difflib's hunks of line_diff's opcodes."""
     whole = difflib.SequenceMatcher(None, old, new, autojunk=False)
-    whole.opcodes = [  # get_opcodes() returns what it holds: difflib groups these into hunks
-        *([("equal", 0, same, 0, same)] if same else []),
-        *opcodes,
-        *([("equal", len(old) - tail, len(old), len(new) - tail, len(new))] if tail else []),
-    ]
+    whole.opcodes = line_diff.opcodes(old, new)  # get_opcodes() returns what it holds: difflib groups these into hunks
     return list(whole.get_grouped_opcodes(context))
 
 

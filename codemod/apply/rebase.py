@@ -26,12 +26,12 @@ is rewritten to the state without X (see journal.py).
 """
 from __future__ import annotations
 
-import difflib
 import itertools
 import re
 from dataclasses import dataclass
 
 from codemod.apply import patch
+from codemod.model import line_diff
 
 Span = tuple[int, int, bytes]  # [start, end) of the base, and the bytes that replace it
 
@@ -65,7 +65,7 @@ def spans(base: bytes, result: bytes) -> list[Span]:
     old_at, new_at = _offsets(old), _offsets(new)
     return [
         (old_at[i1], old_at[i2], result[new_at[j1] : new_at[j2]])
-        for _, i1, i2, j1, j2 in changes(old, new)
+        for _, i1, i2, j1, j2 in line_diff.changes(old, new)
     ]
 
 
@@ -224,17 +224,6 @@ def _clash(step: Step, index: int, start: int, end: int, text: bytes, at: int) -
 
 def lines(data: bytes) -> list[bytes]:
     return re.findall(rb"[^\n]*\n|[^\n]+$", data)
-
-
-def changes(a: list[bytes], b: list[bytes]) -> list[tuple[str, int, int, int, int]]:
-    """difflib's hunks turning A into B (tag, i1, i2, j1, j2), in A's and B's line numbers. The lines A and B begin
-    and end with alike are equal as they stand: difflib matches only what lies between (its search pairs each line
-    with every copy of it, seconds on a 15k-line yaml whose few entries a bypass changed)."""
-    shorter = min(len(a), len(b))
-    head = next((i for i in range(shorter) if a[i] != b[i]), shorter)
-    tail = next((i for i in range(shorter - head) if a[-1 - i] != b[-1 - i]), shorter - head)
-    between = difflib.SequenceMatcher(None, a[head : len(a) - tail], b[head : len(b) - tail], autojunk=False)
-    return [(tag, i1 + head, i2 + head, j1 + head, j2 + head) for tag, i1, i2, j1, j2 in between.get_opcodes() if tag != "equal"]
 
 
 def unified_diff(a: list[bytes], b: list[bytes], a_name: str, b_name: str, context: int = 3) -> str:

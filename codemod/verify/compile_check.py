@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import difflib
 import functools
 import hashlib
 import importlib.metadata
@@ -58,7 +57,7 @@ from pathlib import Path
 
 from codemod.apply import journal
 from codemod.capture import codegen, fromtorch
-from codemod.model import cache, cpp_syntax, exact_text, json_file, native_yaml, paths, progress
+from codemod.model import cache, cpp_syntax, exact_text, json_file, line_diff, native_yaml, paths, progress
 from codemod.model.errors import BadInput, VerificationFailed
 from codemod.model.tree import NATIVE_FUNCTIONS, TAGS, TEMPLATES, Tree
 from codemod.plan.callers import CPP_SUFFIXES, CUDA_SUFFIXES, SOURCE_SUFFIXES
@@ -1019,10 +1018,10 @@ class _Error:
 
 
 @functools.lru_cache(maxsize=16)
-def _line_edits(then: bytes, now: bytes) -> tuple[tuple[str, int, int, int, int], ...]:
-    """difflib's opcodes from THEN's lines to NOW's, once per pair of texts: a file that failed before and after the
+def _line_edits(then: bytes, now: bytes) -> tuple[line_diff.Opcode, ...]:
+    """The opcodes from THEN's lines to NOW's (line_diff), once per pair of texts: a file that failed before and after the
     bypass asks it for each pair of its errors, hundreds for a file of another age (a matcher each took seconds)."""
-    return tuple(difflib.SequenceMatcher(None, then.splitlines(), now.splitlines(), autojunk=False).get_opcodes())
+    return tuple(line_diff.opcodes(then.splitlines(), now.splitlines()))
 
 
 def _errors(output: str, view: _View) -> list[_Error]:
@@ -1086,8 +1085,7 @@ def _link_failure(unresolved: list[link_check.Unresolved]) -> str:
 
 def _written_lines(before: bytes, after: bytes) -> list[int]:
     """The 1-based lines of AFTER the bypass wrote."""
-    matcher = difflib.SequenceMatcher(None, before.splitlines(), after.splitlines(), autojunk=False)
-    return [line + 1 for tag, _, _, j1, j2 in matcher.get_opcodes() if tag in ("replace", "insert") for line in range(j1, j2)]
+    return [line + 1 for tag, _, _, j1, j2 in line_diff.changes(before.splitlines(), after.splitlines()) if tag != "delete" for line in range(j1, j2)]
 
 
 def _conditional_lines(text: bytes, lines: list[int]) -> dict[int, str]:
