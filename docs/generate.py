@@ -260,40 +260,46 @@ def _transcript(step: Step, output: str, masks: list[tuple[str, str | Callable]]
 
 
 def run_session(name: str, keep_transcripts: Path | None = None) -> dict[str, list[str]]:
-    """Each step of session NAME: its masked output lines, as a run with the build cache filled prints them: a session
-    that printed what only a run missing some of it prints (COLD_CACHE) runs again, and that second run is shown."""
-    outputs, cold = _run_once(name, keep_transcripts)
-    if cold:
-        print(f"{name}: the build cache lacked what `{cold}` made: running the session again", file=sys.stderr, flush=True)
-        outputs, cold = _run_once(name, keep_transcripts)
-        if cold:
-            raise SystemExit(f"{name}: a second run still printed `{cold}`, which a run with the build cache filled does not "
-                             "print: the examples would differ from one run to the next")
-    return outputs
-
-
-def _run_once(name: str, keep_transcripts: Path | None) -> tuple[dict[str, list[str]], str | None]:
-    """The session's masked outputs, and the first line that says the build cache lacked something (or None). A step
-    that exits otherwise than declared stops here."""
+    """Each step of session NAME: its masked output lines, as a run with the build cache filled prints them: a step
+    that printed what only a run missing some of it prints (COLD_CACHE) runs again on the clone as that step found it
+    (the steps before it are not run again), and that second run is shown. A step that exits otherwise than declared
+    stops here."""
     with tempfile.TemporaryDirectory(prefix=f"codemod-docs-{name}-") as scratch:
         env = session_environment(Path(scratch))
         clone = fresh_clone(Path(scratch), env)
         masks = _masks(clone, env)
-        outputs, cold = {}, None
+        as_found = Path(scratch, "as-the-step-found-it")
+        outputs = {}
         for step_name, step in SESSIONS[name].steps.items():
-            print(f"{name}/{step_name}: $ {step.command}", file=sys.stderr, flush=True)
-            run = subprocess.run(
-                ["bash", "-c", step.command], cwd=clone, env=env, text=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                input="".join(f"{answer}\n" for answer in step.answers),
-            )
-            if run.returncode != step.exit_code:
-                raise SystemExit(f"{name}/{step_name}: `{step.command}` exited {run.returncode}, not {step.exit_code}:\n{run.stdout}")
+            shutil.rmtree(as_found, ignore_errors=True)
+            shutil.copytree(clone, as_found, symlinks=True)
+            output, cold = _run_step(name, step_name, step, clone, env)
+            if cold:
+                print(f"{name}/{step_name}: the build cache lacked what `{cold}` made: running the step again", file=sys.stderr, flush=True)
+                shutil.rmtree(clone)
+                shutil.copytree(as_found, clone, symlinks=True)
+                output, cold = _run_step(name, step_name, step, clone, env)
+                if cold:
+                    raise SystemExit(f"{name}/{step_name}: a second run still printed `{cold}`, which a run with the build cache "
+                                     "filled does not print: the examples would differ from one run to the next")
             if keep_transcripts is not None:
                 keep_transcripts.mkdir(parents=True, exist_ok=True)
-                (keep_transcripts / f"{name}-{step_name}.txt").write_text(run.stdout)
-            cold = cold or next((line for line in run.stdout.splitlines() if any(re.search(p, line) for p in COLD_CACHE)), None)
-            outputs[step_name] = _transcript(step, run.stdout, masks)
-    return outputs, cold
+                (keep_transcripts / f"{name}-{step_name}.txt").write_text(output)
+            outputs[step_name] = _transcript(step, output, masks)
+    return outputs
+
+
+def _run_step(name: str, step_name: str, step: Step, clone: Path, env: dict[str, str]) -> tuple[str, str | None]:
+    """STEP's output, and its first line that says the build cache lacked something (or None)."""
+    print(f"{name}/{step_name}: $ {step.command}", file=sys.stderr, flush=True)
+    run = subprocess.run(
+        ["bash", "-c", step.command], cwd=clone, env=env, text=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        input="".join(f"{answer}\n" for answer in step.answers),
+    )
+    if run.returncode != step.exit_code:
+        raise SystemExit(f"{name}/{step_name}: `{step.command}` exited {run.returncode}, not {step.exit_code}:\n{run.stdout}")
+    cold = next((line for line in run.stdout.splitlines() if any(re.search(p, line) for p in COLD_CACHE)), None)
+    return run.stdout, cold
 
 
 def _excerpt(lines: list[str], keep: tuple[str | tuple[str | tuple[str, ...], str], ...]) -> list[str]:

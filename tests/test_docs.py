@@ -102,3 +102,25 @@ def test_an_example_marks_every_line_it_leaves_out() -> None:
 def test_a_line_only_a_cold_build_cache_prints_is_told_apart(line: str, cold: bool) -> None:
     """What makes generate.py run a session again, to show what a run with the build cache filled prints."""
     assert any(re.search(pattern, line) for pattern in generate.COLD_CACHE) is cold
+
+
+def test_a_step_a_cold_build_cache_made_print_otherwise_runs_again_alone_on_the_clone_as_it_found_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+) -> None:
+    """In an empty build cache, `bypass --no-verify` prints its capture's seconds (what a kept capture does not): that
+    step runs again on the tree as it found it (not bypassed), and its second output is the one shown; the step
+    before it runs once, and the step after it sees the tree the second run left."""
+    monkeypatch.setenv("CODEMOD_BUILD_CACHE", str(tmp_path / "empty"))
+    steps = {
+        "status": generate.Step(f"codemod status {generate.TREE}"),
+        "bypass": generate.Step(f"codemod bypass mul {generate.TREE} --no-verify"),
+        "after": generate.Step(f"codemod status {generate.TREE}"),
+    }
+    monkeypatch.setitem(generate.SESSIONS, "cold", generate.Session(steps=steps))
+    outputs = generate.run_session("cold")
+    said = capsys.readouterr().err.splitlines()
+    assert [line.split(": $ ")[0] for line in said if ": $ " in line] == ["cold/status", "cold/bypass", "cold/bypass", "cold/after"]
+    assert any(line.startswith("cold/bypass: the build cache lacked what `capture: ") for line in said)
+    assert not any(re.search(pattern, line) for line in outputs["bypass"] for pattern in generate.COLD_CACHE)
+    assert "mul is already bypassed" not in "\n".join(outputs["bypass"])  # the second run found the tree as the first did
+    assert any(line.startswith("mul (mul.Tensor, mul_.Tensor, mul.out): plain") for line in outputs["after"])
