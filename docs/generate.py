@@ -525,9 +525,14 @@ def real_tree_totals(_outputs: dict) -> str:
     steps = _recorded("real_tree_steps")
     runs = {run["run"].split(" ")[0]: run for run in steps["runs"]}
     lines.append(f"- `bypass {steps['op']}` on PyTorch's own {', '.join(steps['sources'])} ({steps['date']}, {steps['cpus']} cores): "
-                 + ", ".join(f"{name} {runs[name]['wall_s']:.0f} s wall ({runs[name]['cpu_s']:.0f} s CPU, load average "
+                 + ", ".join(f"{name} {_seconds(runs[name]['wall_s'])} wall ({_seconds(runs[name]['cpu_s'])} CPU, load average "
                              f"{runs[name]['load_average']['before']:.1f})" for name in ("cold", "warm")) + ".")
     return "\n".join(lines) + "\n"
+
+
+def _seconds(value: float) -> str:
+    """Whole seconds, or tenths under 10 s (a warm run's 2.6 s is not "3 s" beside a 3 s goal)."""
+    return f"{value:.1f} s" if value < 10 else f"{value:.0f} s"
 
 
 def real_tree_steps(_outputs: dict) -> str:
