@@ -11,6 +11,7 @@ are then composed with ruamel.yaml, whose node marks give each key's span.
 from __future__ import annotations
 
 import bisect
+import contextlib
 import dataclasses
 import difflib
 import functools
@@ -219,7 +220,8 @@ def _kept_parse(record: Path) -> tuple[tuple[Entry, ...], list] | None:
         return None
     if entries is None or not isinstance(values, list) or len(values) != len(entries):
         return None
-    os.utime(record)  # used now: kept among the newest
+    with contextlib.suppress(FileNotFoundError):  # another process may have just dropped it: this run still has it
+        os.utime(record)  # used now: kept among the newest
     return entries, values
 
 
