@@ -87,6 +87,7 @@ COLD_CACHE = (
     r"(?m)^capture: .*: \d+\.\d s$",  # a kept capture says "kept from an earlier run (build cache)"
     r"(?m)^foreach cascade of .*: \d+\.\d s$",  # so does a kept cascade
     r"(?m)^precompile ",
+    r"(?m)^check: .*: \d+\.\d s$",  # kept verdicts: "these checks passed before on the same build, ... not run again"
     r": compiled in \d",  # a kept build: "cache hit in"
     r"(?m)^torchgen checks the whole native_functions\.yaml",
     r"ran clean on the planned bytes before writing",  # a kept codegen run: "ran clean before on the same inputs"
