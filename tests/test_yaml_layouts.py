@@ -287,10 +287,11 @@ def test_a_parse_kept_in_the_build_cache_is_the_parse_and_a_damaged_one_is_parse
     """native_yaml.load keeps what a text that passed its checks parses to (entries, spans, values) in the build cache,
     by the text's bytes: a later load takes it, the same to the last value; a record found truncated, of another
     shape or not a regular file is not trusted, the text parsed again and kept anew. A text it refuses is never kept:
-    the refusal is the same each time."""
+    the refusal is the same each time. (target_tree/'s yaml is shorter than the texts it keeps: kept here all the same.)"""
     text = variant_text(layout)
     with tempfile.TemporaryDirectory(prefix="codemod-kept-parse-") as scratch, pytest.MonkeyPatch.context() as patch:
         patch.setenv("CODEMOD_BUILD_CACHE", scratch)
+        patch.setattr(native_yaml, "_KEPT_FROM_CHARS", 0)
         record = native_yaml._parsed_record(text)
         try:
             parsed = native_yaml.load.__wrapped__(NATIVE_FUNCTIONS, text)
@@ -311,3 +312,10 @@ def test_a_parse_kept_in_the_build_cache_is_the_parse_and_a_damaged_one_is_parse
         kept = native_yaml.load.__wrapped__(NATIVE_FUNCTIONS, text)
         assert (kept.entries, kept.values, kept.lines, kept.text) == (parsed.entries, parsed.values, parsed.lines, parsed.text)
         assert native_yaml._kept_parse(record) is not None  # whole again: kept anew where it was damaged
+
+
+def test_a_short_text_is_parsed_each_time_and_never_pushes_a_whole_yaml_out_of_the_build_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CODEMOD_BUILD_CACHE", str(tmp_path))
+    assert len(PRISTINE) < native_yaml._KEPT_FROM_CHARS
+    assert native_yaml.load.__wrapped__(NATIVE_FUNCTIONS, PRISTINE).entries == PRISTINE_DOC.entries
+    assert not (tmp_path / native_yaml._PARSED).exists()

@@ -182,8 +182,8 @@ def line_end(text: str, offset: int) -> int:
 
 @functools.lru_cache(maxsize=8)  # a command reads the same text at each step (plan, checks, verify): parse it once
 def load(rel_path: str, text: str) -> NativeYaml:
-    record = _parsed_record(text)
-    kept = _kept_parse(record)
+    record = _parsed_record(text) if len(text) >= _KEPT_FROM_CHARS else None
+    kept = _kept_parse(record) if record is not None else None
     if kept is not None:
         entries, values = kept
         return NativeYaml(rel_path, text, split_lines(text), entries, values)
@@ -195,15 +195,19 @@ def load(rel_path: str, text: str) -> NativeYaml:
     line_ends = list(itertools.accumulate(len(line) for line in lines))
     entries = tuple(_entry(rel_path, text, bom, line_ends, node, value) for node, value in zip(root.value, values, strict=True))
     _refuse_duplicate_names(rel_path, entries)
-    _keep_parse(record, entries, values)
+    if record is not None:
+        _keep_parse(record, entries, values)
     return NativeYaml(rel_path, text, lines, entries, values)
 
 
-# A whole native_functions.yaml takes libyaml and our checks about 0.2 s, each command, each time: what a text that
+# A whole native_functions.yaml takes libyaml and our checks about 0.16 s, each command, each time: what a text that
 # passed them parses to is kept in the build cache by its bytes and our code (marshal: exact for the values YAML gives,
-# and loading it runs no code). The texts a tree goes through, the most recently used of them.
+# and loading it runs no code; 11 ms). The texts a tree goes through, the most recently used of them. A short text
+# (an op's entries, target_tree/'s 32 KB yaml: 9 ms) is parsed each time: its record would only push a whole
+# yaml's out of the few kept.
 _PARSED = "yaml"
 _PARSED_KEPT = 32
+_KEPT_FROM_CHARS = 100_000
 
 
 def _parsed_record(text: str) -> Path:
@@ -213,12 +217,14 @@ def _parsed_record(text: str) -> Path:
 
 def _kept_parse(record: Path) -> tuple[tuple[Entry, ...], list] | None:
     data = cache.kept_bytes(record)
+    if data is None:
+        return None
     try:
-        rows, values = marshal.loads(data) if data is not None else (None, None)
-        entries = tuple(Entry(*row) for row in rows) if rows is not None else None
+        rows, values = marshal.loads(data)
+        entries = tuple(Entry(*row) for row in rows)
     except (ValueError, EOFError, TypeError):  # truncated or of another shape: parsed again, kept anew
         return None
-    if entries is None or not isinstance(values, list) or len(values) != len(entries):
+    if not isinstance(values, list) or len(values) != len(entries):
         return None
     with contextlib.suppress(FileNotFoundError):  # another process may have just dropped it: this run still has it
         os.utime(record)  # used now: kept among the newest
