@@ -92,6 +92,7 @@ def test_an_example_marks_every_line_it_leaves_out() -> None:
     ("mul: cache hit in 0.02 s: /c/mul-1/harness", False),
     ("precompile ATen_pch.h (once for these headers, flags and compiler): 80.1 s", True),
     ("check: mul's bypass against torch on OpInfo samples, generated calls and edge cases: 12.3 s", True),
+    ("check: mul's bypass against the dispatcher, the harness's checks: 0.4 s", True),
     ("  these checks passed before on the same build, samples and torch (build cache), not run again", False),
     ("verified: g++ -c compiles a.cpp, b.cpp (2 files, 9.1 s)", True),
     ("verified: g++ -c compiles a.cpp, b.cpp (2 files, 0.1 s; 1 of them compiled clean before from the same inputs, not recompiled)", True),

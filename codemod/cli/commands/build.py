@@ -113,7 +113,8 @@ def _run_checks(tree: Tree, op: str, built: Built, checker: check_process.Checke
     first that disagrees, naming it, after what it printed."""
     cpp_output = torch_summary = torch_comparisons = None
     if built.cpp_checks:
-        checked = checks.run_checks(built.executable)
+        with progress.step(f"check: {op}'s bypass against the dispatcher, the harness's checks"):  # its seconds: they ran
+            checked = checks.run_checks(built.executable)
         cpp_output = checked.output
         if not checked.ok:
             _say_cpp_checks(checked.output, show_checks)
