@@ -251,7 +251,7 @@ def doctored(plan: Plan) -> tuple[Plan, int]:
     return dataclasses.replace(plan, changes=tuple(changes)), line
 
 
-def test_a_plan_whose_edit_does_not_compile_fails_at_the_trees_file_and_line(
+def test_a_plan_whose_edit_does_not_compile_is_refused_before_writing_at_the_trees_file_and_line(
     tmp_path: Path, checkout: Path, bypassed: tuple[dict, str],  # after the CLI run on the same files: its compiles are cached
 ) -> None:
     located = locate(built_copy(checkout, tmp_path / "tree"))
@@ -261,16 +261,23 @@ def test_a_plan_whose_edit_does_not_compile_fails_at_the_trees_file_and_line(
     plan = dataclasses.replace(plan, changes=tuple(
         dataclasses.replace(c, after=c.after + new_error) if c is broken else c for c in plan.changes
     ))
-    journal.apply(located, [plan])
+    pristine = snapshot(located.root)
+    # before writing, as the CLI runs it: refused with g++'s errors on the bytes the plan would write, nothing written
+    with pytest.raises(VerificationFailed) as refused, codegen_ahead(located, [plan], compile_first=True) as verdicts:
+        verdicts()
+    assert snapshot(located.root) == pristine
+    assert str(refused.value).startswith("in the result of `bypass mul`, the code the bypass leaves does not compile")
+    assert str(refused.value).endswith("nothing was written (`--dry-run --no-verify` prints the patch)")
+    journal.apply(located, [plan])  # and after writing (verify finds the records of the same compiles)
     with pytest.raises(VerificationFailed) as failed:
         verify(located, plan=plan)
+    for message in (str(refused.value), str(failed.value)):
+        assert f"{BINARY_OPS}:{line}:16: error: " in message and "codemod_undeclared_name" in message
+        assert "was not declared in this scope" in message
+        assert "codemod-compile-" not in message  # the scratch copy is named as the tree's file
+        # of the file that did not compile before the bypass, only the error the bypass brought
+        assert "codemod_other_undeclared_name" in message and "is_onednn" not in message
     assert failed.value.exit_code == 1
-    message = str(failed.value)
-    assert f"{BINARY_OPS}:{line}:16: error: " in message and "codemod_undeclared_name" in message
-    assert "was not declared in this scope" in message
-    assert "codemod-compile-" not in message  # the scratch copy is named as the tree's file
-    # of the file that did not compile before the bypass, only the error the bypass brought
-    assert "codemod_other_undeclared_name" in message and "is_onednn" not in message
 
 
 def replaced(plan: Plan, path: str, old: bytes, new: bytes) -> Plan:
@@ -318,7 +325,7 @@ def test_a_hand_written_api_that_does_not_compile_in_its_generated_source_is_ref
     template = f"{TEMPLATES}/Functions.cpp"
     plan = replaced(make_plan(located, "mul"), template, b"return at::native::mul(self, other);", b"return at::native::mul(self, other, other);")
     pristine = snapshot(located.root)
-    with pytest.raises(VerificationFailed) as refused, codegen_ahead(located, [plan], compile_units=True) as verdicts:
+    with pytest.raises(VerificationFailed) as refused, codegen_ahead(located, [plan], compile_first=True) as verdicts:
         verdicts()
     message = str(refused.value)
     assert message.startswith("in the result of `bypass mul`, the code the bypass leaves does not compile"), message

@@ -82,6 +82,7 @@ KERNEL_DIR = "aten/src/ATen/native/cpu/"
 KERNEL_FLAGS = ("-DCPU_CAPABILITY=DEFAULT", "-DCPU_CAPABILITY_DEFAULT")
 UFUNC_KERNEL = "UfuncCPUKernel_"  # torchgen's ufunc kernels, which a build compiles as it compiles KERNEL_DIR's
 SHOWN_ERROR_LINES = 25
+_STOPPED = "not compiled: another check refused the bypass first"  # before writing; never said
 LINK = "the link of the compiled objects"  # what the link check names as not judged, beside the files
 # Of a checkout's compile_commands.json: what says where headers are and which macros are set. Per-operator
 # headers stay off: the regenerated headers are the monolithic ones (PER_OPERATOR_FLAG says otherwise).
@@ -98,6 +99,9 @@ _COMPILE_COMMANDS = ("build/compile_commands.json", "compile_commands.json")
 _MISSING_HEADER = re.compile(r"^(?P<where>[^:\n]+):(?P<line>\d+):\d+: fatal error: (?P<header>[^:\n]+): No such file or directory$", re.M)
 _DIAGNOSTIC = re.compile(r"^(?P<file>[^\s:][^:]*):(?P<line>\d+):(?:(?P<column>\d+):)? (?P<kind>fatal error|error|warning|note): (?P<message>.*)$")
 _CONTEXT = re.compile(r"^(?:In file included from |\s+from |[^\s:][^:]*: (?:In |At global scope|At namespace scope))")
+# A call spelled into the namespaces whose functions a bypass removes: where the op's other overloads remain
+# (at::redispatch::mul's Scalar one), g++ says the call matches none of them, at the call's line.
+_REMOVABLE_CALL = re.compile(r"\b(?:cpu|redispatch)::(?P<name>\w+)\s*\(")
 _NOT_DECLARED = re.compile(r"[‘'](?P<name>\w+)[’'] (?:is not a member of [‘'](?P<scope>[\w:]+)[’']|has not been declared in [‘'](?P<in>[\w:]+)[’']|was not declared in this scope)")
 _CONDITIONALS = ("preproc_if", "preproc_ifdef", "preproc_elif", "preproc_elifdef", "preproc_else")
 # What most of a compile's time goes to: the regenerated ATen/Functions.h (with Operators.h, 4 MB; 10 s of an 11 s
@@ -332,21 +336,9 @@ def check(
     started = time.monotonic()
     targets, templates = targets_of(plans)
     run = _Run(tree, headers, before, removed_by(plans))
-    sources = [t for t in targets if t.path.endswith(SOURCE_SUFFIXES)]
-    header_targets = [t for t in targets if not t.path.endswith((*SOURCE_SUFFIXES, *CUDA_SUFFIXES))]  # .h, .inl, ...
-    # the largest first (a file's size stands for its compile time), so that the two jobs end close together
-    largest_first = sorted(sources, key=lambda t: -tree.path(t.path).stat().st_size if tree.path(t.path).is_file() else 0)
     with ThreadPoolExecutor(max_workers=JOBS) as pool:
         unit_runs = [pool.submit(run.unit, unit) for unit in units]
-        loading = run.generated_pch_users(pool, largest_first)
-        # the first to load it makes it (if need be), beside the files that load none; the others wait for it
-        in_order = [*loading[:1], *(t for t in largest_first if t not in loading), *loading[1:]]
-        by_target = dict(zip(in_order, pool.map(run.target, in_order)))
-        outcomes = [by_target[t] for t in sources]
-        read_by = {name: o for o in outcomes if o.compiled for name in o.tree_headers}
-        alone = [t for t in header_targets if t.path not in read_by]
-        outcomes += [run.through(t, read_by[t.path]) for t in header_targets if t.path in read_by]
-        outcomes += list(pool.map(run.target, alone))
+        outcomes = run.targets(pool, targets)
         unit_outcomes = [unit_run.result() for unit_run in unit_runs]
         outcomes += unit_outcomes
     failures = [o for o in outcomes if o.errors]
@@ -410,18 +402,28 @@ def _link(run: _Run, outcomes: Sequence[_Outcome], unbuilt_sources: Sequence[str
     return len(objects), [NotCompiled(path, _linked_before(row)) for row in had for path in row.referenced_by]
 
 
-def compile_ahead(tree: Tree, headers: Headers, plans: Sequence[Plan], units: Sequence[Unit], stop: threading.Event) -> None:
-    """Compile UNITS against HEADERS before writing, reading the bytes PLANS will write in place of the tree's; raise
-    VerificationFailed with g++'s errors when one does not compile. Check, after writing, finds the record of each
-    compile (the same inputs: the tree then holds those bytes) and says it. Once STOP is set (another check refused
-    the bypass), no further unit is compiled: nothing will be written, so their verdict is not asked for."""
+def compile_ahead(tree: Tree, headers: Headers, plans: Sequence[Plan], units: Sequence[Unit], stop: threading.Event, before: Before) -> None:
+    """Compile what check compiles after writing, before writing: the files PLANS write and those that reach a function
+    they remove, reading the bytes PLANS will write in place of the tree's, then UNITS, against HEADERS; raise
+    VerificationFailed with g++'s errors when one brings an error (BEFORE: the tree as it is, to tell the errors a file
+    had already) other than a call left behind at a removed function, which check names after writing as the place to
+    rewrite by hand (a caller review left out, a spelling the plan does not rewrite). Check, after writing, finds the
+    record of each compile (the same inputs: the tree then holds those bytes) and says it. Once STOP is set (another
+    check refused the bypass), no further file is compiled: nothing will be written, so their verdict is not asked for."""
     planned = {change.path: change.after for change in combined_changes(plans)}
-    run = _Run(tree, headers, None, removed_by(plans), planned=planned)
+    run = _Run(tree, headers, before, removed_by(plans), planned=planned, stop=stop)
     with ThreadPoolExecutor(max_workers=JOBS) as pool:
-        outcomes = list(pool.map(lambda unit: None if stop.is_set() else run.unit(unit), units))
-    failures = [outcome for outcome in outcomes if outcome is not None and outcome.errors]
+        outcomes = run.targets(pool, targets_of(plans)[0])  # first: where a plan's own edit fails, it is said soonest
+        if not any(_refused(outcome) for outcome in outcomes):
+            outcomes += list(pool.map(run.unit, units))
+    failures = [outcome for outcome in outcomes if _refused(outcome)]
     if failures:
         raise VerificationFailed(_failure_message(failures, "the code the bypass leaves does not compile"))
+
+
+def _refused(outcome: _Outcome) -> bool:
+    """Whether OUTCOME (of a compile before writing) refuses the bypass: an error it brought, but a call left behind."""
+    return bool(outcome.errors) and len(outcome.leftovers) < outcome.new_errors
 
 
 def template_not_compiled(template: str) -> str:
@@ -436,6 +438,7 @@ class _Outcome:
     cached: bool = False
     errors: str = ""  # the bypass's errors, as g++ wrote them
     leftovers: tuple[str, ...] = ()  # of those, the callers left behind (file:line: ...)
+    new_errors: int = 0  # how many errors the bypass brought (the leftovers among them)
     missing: NotCompiled | None = None
     generated_read: tuple[str, ...] = ()  # regenerated headers it included, relative to their root
     tree_headers: tuple[str, ...] = ()  # the tree's headers it read
@@ -470,9 +473,35 @@ class _Run:
     removed: frozenset[str]
     planned: Mapping[str, bytes] = field(default_factory=dict)  # before writing: the bytes the plans write, by path
     wanted: set[str] = field(default_factory=set)  # keys of the GENERATED_PCHs the run may make (generated_pch_users)
+    stop: threading.Event | None = None  # before writing: once set, no further file is compiled
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _before_headers: list[Headers] = field(default_factory=list)
     _operator_layouts: dict[str, Headers] = field(default_factory=dict)  # by the digest of the monolithic headers
+
+    def read(self, relative: str) -> bytes | None:
+        """RELATIVE as the compiles read it: the bytes the plans write (before writing), else the tree's."""
+        if relative in self.planned:
+            return self.planned[relative]
+        path = self.tree.path(relative)
+        return path.read_bytes() if path.is_file() else None
+
+    def targets(self, pool: ThreadPoolExecutor, targets: Sequence[Target]) -> list[_Outcome]:
+        """TARGETS compiled in POOL: each source as its own translation unit, the largest first (a file's size stands
+        for its compile time, so that the two jobs end close together); then each header as part of a compiled source
+        that read it (after writing), or alone."""
+        sources = [t for t in targets if t.path.endswith(SOURCE_SUFFIXES)]
+        header_targets = [t for t in targets if not t.path.endswith((*SOURCE_SUFFIXES, *CUDA_SUFFIXES))]  # .h, .inl, ...
+        largest_first = sorted(sources, key=lambda t: -len(self.read(t.path) or b""))
+        loading = self.generated_pch_users(pool, largest_first)
+        # the first to load it makes it (if need be), beside the files that load none; the others wait for it
+        in_order = [*loading[:1], *(t for t in largest_first if t not in loading), *loading[1:]]
+        by_target = dict(zip(in_order, pool.map(self.target, in_order)))
+        outcomes = [by_target[t] for t in sources]
+        read_by = {name: o for o in outcomes if o.compiled for name in o.tree_headers}
+        alone = [t for t in header_targets if t.path not in read_by]
+        if not self.planned:  # before writing, a header a source read compiled with it: its lines are judged after
+            outcomes += [self.through(t, read_by[t.path]) for t in header_targets if t.path in read_by]
+        return outcomes + list(pool.map(self.target, alone))
 
     def generated_pch_users(self, pool: ThreadPoolExecutor, sources: Sequence[Target]) -> list[Target]:
         """Of SOURCES (checked in POOL), those that will load a GENERATED_PCH: one kept from an earlier run, or one that
@@ -491,25 +520,28 @@ class _Run:
         return users >= GENERATED_PCH_USERS or pch_key in self.wanted or pch.kept(GENERATED_PCH, pch_key)
 
     def _generated_pch_read(self, target: Target) -> str | None:
-        if not self.tree.path(target.path).is_file():
+        if self.read(target.path) is None:
             return None
         with tempfile.TemporaryDirectory(prefix="codemod-compile-") as scratch:
-            return _View(self.tree, self.headers, {}, Path(scratch)).generated_pch_read(target.path)
+            return _View(self.tree, self.headers, self.planned, Path(scratch)).generated_pch_read(target.path)
 
     def _passes_check(self, target: Target) -> bool:
         with tempfile.TemporaryDirectory(prefix="codemod-compile-") as scratch:
-            return _View(self.tree, self.headers, {}, Path(scratch)).loads_generated_pch_alike(target.path)
+            return _View(self.tree, self.headers, self.planned, Path(scratch)).loads_generated_pch_alike(target.path)
 
     def target(self, target: Target) -> _Outcome:
         """Compile TARGET as its own translation unit; on errors, tell the bypass's from those it had."""
-        if not self.tree.path(target.path).is_file():
+        if self.stop is not None and self.stop.is_set():
+            return _Outcome(target, missing=NotCompiled(target.path, _STOPPED))
+        if self.read(target.path) is None:
             return _Outcome(target, missing=NotCompiled(target.path, "not on disk after the bypass"))
         with tempfile.TemporaryDirectory(prefix="codemod-compile-") as scratch:
             after, compiled = self._compiled(target.path, Path(scratch) / "after")
             if not compiled.clean:
                 return self._failed(target, after, compiled, Path(scratch))
             deps = compiled.dependencies
-            skipped = self._not_taken(target, after, target.path)
+            # before writing, the lines in branches g++ did not take are named after writing, from the same compile
+            skipped = None if self.planned else self._not_taken(target, after, target.path)
         if skipped is not None:
             return _Outcome(target, missing=skipped)
         return _Outcome(
@@ -520,6 +552,8 @@ class _Run:
     def unit(self, unit: Unit) -> _Outcome:
         """Compile UNIT in the tree's place, against the regenerated headers; every error it meets is the bypass's."""
         target = Target(unit.path, None)
+        if self.stop is not None and self.stop.is_set():
+            return _Outcome(target, missing=NotCompiled(unit.path, _STOPPED))
         with tempfile.TemporaryDirectory(prefix="codemod-compile-") as scratch:
             view = _View(self.tree, self.headers, {**self.planned, unit.path: unit.text, **dict(unit.companions)}, Path(scratch))
             compiled = view.compile(unit.path)
@@ -558,10 +592,10 @@ class _Run:
         """RELATIVE as it is on disk, against the regenerated headers; if it read per-operator headers torchgen
         generated elsewhere (the installed torch's ATen/ops/...), which contradict those, against the same inputs'
         per-operator headers instead, as PyTorch's per-operator build compiles it. Only such a file pays for them."""
-        view = _View(self.tree, self.headers, {}, scratch, self.wanted)
+        view = _View(self.tree, self.headers, self.planned, scratch, self.wanted)
         compiled = view.compile(relative)
         if compiled.dependencies.get("operator_headers_elsewhere") and self.headers.in_operator_layout is not None:
-            view = _View(self.tree, self._in_operator_layout(self.headers), {}, scratch)
+            view = _View(self.tree, self._in_operator_layout(self.headers), self.planned, scratch)
             compiled = view.compile(relative)
         return view, compiled
 
@@ -590,10 +624,10 @@ class _Run:
         new = [e for e in errors if earlier is None or not any(e.same_as(old, after, view) for old in earlier)]
         if not new:
             return _Outcome(target, missing=NotCompiled(target.path, f"did not compile before the bypass (first error {errors[0]})"))
-        leftovers = tuple(f"{e.file}:{e.line}: {e.text(after).strip()} ({e.message})" for e in new if e.at_removed(self.removed))
+        leftovers = tuple(f"{e.file}:{e.line}: {e.text(after).strip()} ({e.message})" for e in new if e.at_removed(self.removed, after))
         lines = [line for e in new for line in e.lines]
         shown = "\n".join(f"  {line}" for line in lines[:SHOWN_ERROR_LINES])
-        return _Outcome(target, errors=f"{target.path}:\n{shown}{note}", leftovers=leftovers)
+        return _Outcome(target, errors=f"{target.path}:\n{shown}{note}", leftovers=leftovers, new_errors=len(new))
 
     def _headers_before(self) -> Headers:
         with self._lock:
@@ -1010,11 +1044,14 @@ class _Error:
                 return i1 < earlier.line <= i2 and earlier.text(earlier_view)[earlier.column - 1 :].strip() == at
         return False
 
-    def at_removed(self, removed: frozenset[str]) -> bool:
-        """Is it a caller reaching a removed function (at::cpu::, at::redispatch::, an alias, a using-declaration)?
+    def at_removed(self, removed: frozenset[str], view: _View) -> bool:
+        """Is it a caller reaching a removed function (at::cpu::, at::redispatch::, an alias, a using-declaration): a name
+        g++ finds undeclared, or a call on its line (VIEW's text) to a removed function whose other overloads remain?
         Not a missing at:: function: that one is the bypass's own."""
         found = _NOT_DECLARED.search(self.message)
-        return found is not None and found["name"] in removed and (found["scope"] or found["in"]) != "at"
+        if found is not None:
+            return found["name"] in removed and (found["scope"] or found["in"]) != "at"
+        return any(call["name"] in removed for call in _REMOVABLE_CALL.finditer(self.text(view)))
 
 
 @functools.lru_cache(maxsize=16)

@@ -75,13 +75,16 @@ def check(tree: Tree, plans: Sequence[Plan], units: Sequence[Unit] = ()) -> Comp
     return dataclasses.replace(report, templates_compiled=through_units, not_compiled=(*not_compiled, *own_templates))
 
 
-def headers_after(tree: Tree, plans: Sequence[Plan]) -> compile_check.Headers | None:
-    """The full tree's headers with PLANS applied (None: it cannot stand for TREE), as check regenerates them: before
-    writing, the run that check then finds in the build cache."""
+def full_tree_headers(tree: Tree, plans: Sequence[Plan]) -> tuple[compile_check.Headers, Before] | None:
+    """The full tree's headers with PLANS applied, and the files PLANS write as they were with the full tree's headers
+    before PLANS (generated when first needed), as check regenerates them (None: the full tree cannot stand for TREE):
+    before writing, the runs check then finds in the build cache."""
     try:
-        return compile_check.regenerate_headers(tree, _full_tree_inputs(tree, plans)[1])
+        before, after = _full_tree_inputs(tree, plans)
     except _CannotStandFor:
         return None
+    files_before = {change.path: change.before for change in combined_changes(plans)}
+    return compile_check.regenerate_headers(tree, after), Before(files_before, functools.partial(compile_check.regenerate_headers, tree, before))
 
 
 def _full_tree_inputs(tree: Tree, plans: Sequence[Plan]) -> list[CodegenInputs]:

@@ -18,10 +18,12 @@ and its group only (capture relies on the same), so that code is what it was.
 The autograd codegen runs in full: the foreach cascade is a cross-entry effect.
 
 All three run first on the bytes the bypass plans to write (codegen_ahead), before
-the first write: a result they refuse is never written. So do the compiles of the units
-verify compiles beside the tree's files (the op's generated code, generated_units.py;
-in guarded mode, the unit that uses every guarded function, guarded_unit.py): code
-torchgen generates for the bypassed op that g++ rejects is never written either, and
+the first write: a result they refuse is never written. So does every compile verify
+makes: of the edited sources and the callers that reach a removed function, and of the
+units beside them (the op's generated code, generated_units.py; in guarded mode, the
+unit that uses every guarded function, guarded_unit.py): code the bypass writes or
+torchgen generates for it that g++ rejects is never written either (but a call left
+behind at a removed function, named after writing as the place to rewrite by hand), and
 the compile after writing finds their records. After writing, verify
 looks each run up again by its inputs as they are on disk, and finds the same
 build-cache entries only if the tree holds exactly those bytes.
@@ -149,9 +151,14 @@ def compiled(tree: Tree, plans: Sequence[Plan], headers: compile_check.Headers, 
         return compile_check.CompileReport((), (), (), tuple(compile_check.NotCompiled(path, foreign) for path in paths), 0.0)
     if compile_check.slim_tree(tree) is not None:  # its headers cannot replace the installed torch's
         return overlay_compile.check(tree, plans, units)
+    return compile_check.check(tree, headers, plans, _before(tree, plans), units=units)
+
+
+def _before(tree: Tree, plans: Sequence[Plan]) -> compile_check.Before:
+    """The files PLANS write as they were, and the headers regenerated from them (a full tree's own)."""
     before = {change.path: change.before for change in combined_changes(plans)}
     headers_before = functools.partial(compile_check.regenerate_headers, tree, compile_check.CodegenInputs.read(tree.root, before))
-    return compile_check.check(tree, headers, plans, compile_check.Before(before, headers_before), units=units)
+    return compile_check.Before(before, headers_before)
 
 
 def generated_sources(
@@ -177,55 +184,59 @@ def generated_sources(
 
 
 @contextlib.contextmanager
-def codegen_ahead(tree: Tree, plans: Sequence[Plan], threads: int = 1, compile_units: bool = False) -> Iterator[Callable[[], Ahead]]:
+def codegen_ahead(tree: Tree, plans: Sequence[Plan], threads: int = 1, compile_first: bool = False) -> Iterator[Callable[[], Ahead]]:
     """Start verify's codegen runs on the bytes PLANS leave, on THREADS threads (one beside the harness's compile): the
     autograd codegen, torchgen on the op's entries (renamed), torchgen's headers of the whole yaml, in a scratch tree
-    of what the codegen reads (codegen.planned_tree); with COMPILE_UNITS, then the compile of the units verify compiles
-    (_units_ahead). Yields the wait for the verdicts (the codegen's, then g++'s on those units), which raises
-    VerificationFailed with the first refusal;
-    leaving the block waits for the runs started and drops the others: a refusal stops the units' compile at the
-    compiles under way (a refused bypass writes nothing, so it does not wait for g++'s verdict on its code)."""
+    of what the codegen reads (codegen.planned_tree); with COMPILE_FIRST, then the compiles verify makes after writing
+    (_compiled_ahead). Yields the wait for the verdicts (the codegen's, then g++'s), which raises VerificationFailed
+    with the first refusal; leaving the block waits for the runs started and drops the others: a refusal stops the
+    compiles at those under way (a refused bypass writes nothing, so it does not wait for g++'s verdict on its code)."""
     planned = {change.path: change.after for change in combined_changes(plans)}
     overloads = tuple(name for plan in plans for name in plan.overloads)
     with codegen.planned_tree(tree, planned) as overlay, tempfile.TemporaryDirectory(prefix="codemod-ahead-") as scratch:
         pool = ThreadPoolExecutor(max_workers=threads)
-        stop_units = threading.Event()
+        stop_compiles = threading.Event()
         try:
             autograd = pool.submit(codegen.autograd, overlay, Path(scratch, "autograd"))
             entries = pool.submit(_entries_renamed, overlay, overloads, Path(scratch, "aten"))
             headers = pool.submit(compile_check.regenerate_headers, tree, compile_check.CodegenInputs.read(tree.root, planned))
-            units = pool.submit(_units_ahead, tree, overlay, plans, headers, entries, stop_units) if compile_units else None
+            compiles = pool.submit(_compiled_ahead, tree, overlay, plans, headers, entries, stop_compiles) if compile_first else None
 
-            def verdicts() -> Ahead:  # the autograd codegen's first, as verify says it; then g++'s on the op's units
+            def verdicts() -> Ahead:  # the autograd codegen's first, as verify says it; then g++'s
                 verdict = functools.partial(_verdict, ops=" ".join(plan.op for plan in plans), overlay=overlay, tree=tree)
                 autograd_ran = verdict(autograd, "autograd codegen")
                 entries_ran = verdict(entries, "torchgen")[1]
                 kept_headers = verdict(headers, "torchgen")
-                if units is not None:
-                    verdict(units, "g++")
+                if compiles is not None:
+                    verdict(compiles, "g++")
                 return Ahead((kept_headers.root, kept_headers.from_cache), entries_ran, autograd_ran)
 
             yield verdicts
         finally:
-            stop_units.set()  # leaving the block: after every verdict, or at a refusal
+            stop_compiles.set()  # leaving the block: after every verdict, or at a refusal
             pool.shutdown(cancel_futures=True)
 
 
-def _units_ahead(
+def _compiled_ahead(
     tree: Tree, overlay: Tree, plans: Sequence[Plan], headers: Future[compile_check.Headers], entries: Future[tuple[list[str], tuple[Path, bool]]],
-    stop_units: threading.Event,
+    stop_compiles: threading.Event,
 ) -> None:
-    """The units verify compiles after writing beside the tree's files (a guarded op's unit, the op's generated code
-    from the codegen's runs on the planned entries in OVERLAY), compiled before writing against the headers verify
-    compiles them against after (a slim tree's: the full tree's with PLANS applied): one that does not compile is
-    refused with g++'s errors before anything is written; verify finds the records of the others."""
+    """What verify compiles after writing, compiled before writing on the bytes PLANS write, against the headers verify
+    compiles them against after (a slim tree's: the full tree's with PLANS applied): the edited sources and the callers
+    that reach a removed function, then the units verify compiles beside them (a guarded op's unit, the op's generated
+    code from the codegen's runs on the planned entries in OVERLAY). Code that does not compile is refused with g++'s
+    errors before anything is written (compile_check.compile_ahead); verify finds the records of the rest."""
     if compile_check.foreign_torchgen(tree) is not None:  # named as not compiled after writing, and why
         return
-    regenerated = overlay_compile.headers_after(tree, plans) if compile_check.slim_tree(tree) is not None else headers.result()
-    if regenerated is None:  # a slim tree the full tree cannot stand for: named after writing
-        return
+    if compile_check.slim_tree(tree) is not None:
+        full_tree = overlay_compile.full_tree_headers(tree, plans)
+        if full_tree is None:  # a slim tree the full tree cannot stand for: named after writing
+            return
+        regenerated, before = full_tree
+    else:
+        regenerated, before = headers.result(), _before(tree, plans)
     generated = generated_sources(overlay, plans, headers.result(), entries.result()[1][0])
-    compile_check.compile_ahead(tree, regenerated, plans, [*guarded_unit.units(plans), *generated.units], stop_units)
+    compile_check.compile_ahead(tree, regenerated, plans, [*guarded_unit.units(plans), *generated.units], stop_compiles, before)
 
 
 def _verdict(run: Future[_Result], what: str, ops: str, overlay: Tree, tree: Tree) -> _Result:

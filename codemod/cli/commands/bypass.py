@@ -85,8 +85,8 @@ def bypass(
                     compile_check.preflight(tree, plans)
                 building = not (dry_run or check or no_verify or no_build)
                 # the codegen's verdicts on the planned bytes, on the core the build or the fixed point leaves free
-                compile_units = not (dry_run or check or no_compile)  # the generated units verify compiles after writing
-                ahead_runs = codegen_ahead(tree, plans, threads=1 if building or check else 2, compile_units=compile_units)
+                compile_first = not (dry_run or check or no_compile)  # what verify compiles after writing
+                ahead_runs = codegen_ahead(tree, plans, threads=1 if building or check else 2, compile_first=compile_first)
                 with ahead_runs if not no_verify else contextlib.nullcontext() as verdicts:
                     if check:
                         _check_fixed_point(tree, plans[0])
@@ -96,8 +96,8 @@ def bypass(
                                 build_and_check(tree, plan.op, check=True, show_checks=False, captured=plan.capture, guarded=plan.guarded)
                     if verdicts is not None:  # before the first write
                         step = "codegen: the tree's autograd codegen and torchgen on the bytes the bypass would write"
-                        if compile_units:
-                            step += ", g++ on the code they generate for the op"
+                        if compile_first:
+                            step += ", g++ on the edited sources and the code they generate for the op"
                         with progress.step(step), _timed(seconds, "codegen"):
                             ahead = verdicts()
                         if dry_run or check:
