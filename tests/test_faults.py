@@ -166,7 +166,7 @@ def test_a_compile_record_holds_only_while_a_header_outside_the_tree_is_unchange
     assert first.clean and not first.cached, first.output
     assert str(forced) in first.dependencies["outside_tree"]
     assert compiled().cached
-    record = compile_check._View(tree, headers, {}, tmp_path / "scratch")._record(TINY, root / TINY)
+    record = compile_check._View(tree, headers, {}, tmp_path / "scratch")._record(TINY)
     for spoiled in (record.read_text()[:40], "[1]", json.dumps({"output": ""})):
         record.write_text(spoiled)
         again = compiled()

@@ -96,10 +96,14 @@ def made_under() -> dict[str, str | None]:
     return {"torch": torch, "python": sys.version.split()[0]}
 
 
-def file_digest(path: Path) -> str:
+def file_digest(path: Path | str) -> str:
     """PATH's content hash, computed once per process while its inode, size and times stay the same (a run reads the
     same headers and outputs many times)."""
-    info = path.stat()
+    return stat_digest(path, os.stat(path))
+
+
+def stat_digest(path: Path | str, info: os.stat_result) -> str:
+    """file_digest of PATH, given what os.stat said of it (INFO)."""
     return _digest_of(str(path), info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns)
 
 
@@ -228,6 +232,17 @@ def making(path: Path) -> Iterator[None]:
     instead of making it again (two test workers, two commands, wanting one compile)."""
     with _flocked(path.with_name(f".{path.name}.lock"), fcntl.LOCK_EX):
         yield
+
+
+@contextlib.contextmanager
+def held_then_removed(path: Path) -> Iterator[None]:
+    """PATH, a lock file outside the cache (in the temporary directory), held exclusively while the block runs and
+    removed before it is let go: no file is left behind, and a process that waited for it opens PATH anew (_flocked)."""
+    with _flocked(path, fcntl.LOCK_EX):
+        try:
+            yield
+        finally:
+            path.unlink(missing_ok=True)
 
 
 @contextlib.contextmanager

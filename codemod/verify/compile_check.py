@@ -44,6 +44,7 @@ import platform
 import re
 import shlex
 import shutil
+import stat
 import subprocess
 import sysconfig
 import tempfile
@@ -480,10 +481,7 @@ class _Run:
 
     def read(self, relative: str) -> bytes | None:
         """RELATIVE as the compiles read it: the bytes the plans write (before writing), else the tree's."""
-        if relative in self.planned:
-            return self.planned[relative]
-        path = self.tree.path(relative)
-        return path.read_bytes() if path.is_file() else None
+        return _read_in(self.tree, self.planned, relative)
 
     def targets(self, pool: ThreadPoolExecutor, targets: Sequence[Target]) -> list[_Outcome]:
         """TARGETS compiled in POOL: each source as its own translation unit, the largest first (a file's size stands
@@ -668,22 +666,45 @@ class _View:
     wanted: set[str] = field(default_factory=set)
 
     def read(self, relative: str) -> bytes | None:
+        return _read_in(self.tree, self.instead, relative)
+
+    def _digest(self, relative: str) -> str | None:
+        """The content hash of RELATIVE as g++ reads it in this view (None: no such file), without reading a file of
+        the tree whose hash this process took while it stayed the same (cache.file_digest)."""
         if relative in self.instead:
-            return self.instead[relative]
-        path = self.tree.path(relative)
-        return path.read_bytes() if path.is_file() else None
+            text = self.instead[relative]
+            return None if text is None else hashlib.sha256(text).hexdigest()
+        return _file_digest(os.path.join(self.tree.root, relative))
+
+    def _has_any(self, relatives: Sequence[str]) -> bool:
+        """Whether the view has a file at any of RELATIVES (hundreds: each directory of the tree is listed once)."""
+        by_directory: dict[str, set[str]] = {}
+        for relative in relatives:
+            if relative in self.instead:
+                if self.instead[relative] is not None:
+                    return True
+                continue
+            by_directory.setdefault(os.path.dirname(relative), set()).add(os.path.basename(relative))
+        for directory, names in by_directory.items():
+            where = os.path.join(self.tree.root, directory)
+            try:
+                present = names.intersection(os.listdir(where))
+            except OSError:  # no such directory in the tree
+                continue
+            if any(os.path.isfile(os.path.join(where, name)) for name in present):
+                return True
+        return False
 
     def compile(self, relative: str) -> _Compiled:
         """RELATIVE compiled, or the record of a compile of the same inputs; made under the record's lock, so another
         process compiling the same inputs meanwhile is waited for and its record taken."""
-        main = self._main(relative)
-        record = self._record(relative, main)
+        record = self._record(relative)
         with cache.making(record):
             kept_object = record.with_suffix(".o")
             recorded = self._recorded(record, _COMPILE_FIELDS)
             if recorded is not None and (recorded["output"] or _holds(kept_object, recorded["object"])):
                 return _Compiled(recorded["output"], recorded, cached=True, object=None if recorded["output"] else kept_object)
-            return self._compiled_now(relative, main, record, kept_object)
+            return self._compiled_now(relative, self._main(relative), record, kept_object)
 
     def _compiled_now(self, relative: str, main: Path, record: Path, kept_object: Path) -> _Compiled:
         self.scratch.mkdir(parents=True, exist_ok=True)
@@ -711,9 +732,9 @@ class _View:
         (a record of its compile holds)."""
         if not relative.endswith(_SUFFIXES_GXX_KNOWS):  # g++ -M reads a file by its suffix: an .inl it takes for a linker input
             return None
-        main = self._main(relative)
-        if self._recorded(self._record(relative, main), _COMPILE_FIELDS) is not None:
+        if self._recorded(self._record(relative), _COMPILE_FIELDS) is not None:
             return None
+        main = self._main(relative)
         flags = compile_command(self.tree, self.headers, relative, main, self._front())[1:-1]
         if any(flag.startswith("-include") for flag in flags):  # a PCH is loaded only as the first file read
             return None
@@ -730,7 +751,7 @@ class _View:
         recorded with its compile's inputs."""
         main = self._main(relative)
         flags = compile_command(self.tree, self.headers, relative, main, self._front())[1:-1]
-        record = self._record(relative, main, GENERATED_PCH.read_text())
+        record = self._record(relative, GENERATED_PCH.read_text())
         recorded = self._recorded(record, ("shared",))
         if recorded is not None:
             return recorded["shared"]
@@ -759,11 +780,13 @@ class _View:
         """pch.preprocessed, with the files named as in the tree (a view's copies as the tree's files)."""
         return pch.preprocessed(compiler.CXX, main, flags, header, deps, paths=self._relative)
 
-    def _record(self, relative: str, main: Path, *more: str) -> Path:
-        """Where the outcome of compiling RELATIVE (MAIN) is recorded; with MORE, what else its key holds."""
+    def _record(self, relative: str, *more: str) -> Path:
+        """Where the outcome of compiling RELATIVE (as this view reads it: the bytes g++ compiles) is recorded; with MORE,
+        what else its key holds. Named without laying the view's files out: a record that holds needs none."""
         checkout = [flag.replace(str(self.tree.root), "<tree>") for flag in _checkout_flags(self.tree, relative)]  # copies share results
         flags = [*_kernel_flags(relative), *checkout]
-        return cache.cache_dir() / "syntax" / f"{result_key(relative, main.read_bytes(), self.headers.digest, *flags, *more)}.json"
+        key = result_key(relative, self.read(relative) or b"", self.headers.digest, *flags, *more)
+        return cache.cache_dir() / "syntax" / f"{key}.json"
 
     def live_lines(self, unit: str, relative: str) -> set[int]:
         """The lines of RELATIVE that g++'s preprocessor keeps when compiling UNIT."""
@@ -838,16 +861,30 @@ class _View:
         deps = cache.kept_json(record, dict[str, object])  # None: none, or truncated or corrupt
         if deps is None or not all(json_file.matches(deps.get(f), _RECORD_FIELDS[f]) for f in (*_DEPENDENCY_FIELDS, *fields)):
             return None  # not of this shape, or written before some field was recorded
-        for name, digest in deps["tree_headers"].items():
-            text = self.read(name)
-            if text is None or hashlib.sha256(text).hexdigest() != digest:
-                return None
-        for name, digest in deps["outside_tree"].items():
-            if not os.path.isfile(name) or cache.file_digest(Path(name)) != digest:
-                return None
+        # thousands of files per record, each looked at by its path as a string: pathlib's objects cost more than the stat
+        if any(self._digest(name) != digest for name, digest in deps["tree_headers"].items()):
+            return None
+        if any(_file_digest(name) != digest for name, digest in deps["outside_tree"].items()):
+            return None
         own_dirs = ("aten/src", "")
-        shadowed = any(self.read(os.path.join(d, name)) is not None for name in deps["installed_headers"] for d in own_dirs)
-        return None if shadowed else deps
+        return None if self._has_any([os.path.join(d, name) for name in deps["installed_headers"] for d in own_dirs]) else deps
+
+
+def _read_in(tree: Tree, instead: Mapping[str, bytes | None], relative: str) -> bytes | None:
+    """RELATIVE's bytes: INSTEAD's for a path it has (None: no such file), else the tree's."""
+    if relative in instead:
+        return instead[relative]
+    path = tree.path(relative)
+    return path.read_bytes() if path.is_file() else None
+
+
+def _file_digest(path: str) -> str | None:
+    """cache.file_digest of the regular file at PATH; None where there is none."""
+    try:
+        info = os.stat(path)
+    except OSError:  # missing, or a directory on its way
+        return None
+    return cache.stat_digest(path, info) if stat.S_ISREG(info.st_mode) else None
 
 
 def _holds(kept_object: Path, digest: str) -> bool:
