@@ -8,11 +8,14 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
+import threading
 from pathlib import Path
 
 import pytest
 
 from codemod.capture import codegen
+from codemod.model import cache
 from codemod.model.errors import VerificationFailed
 from codemod.model.tree import TEMPLATES, locate
 from codemod.verify import compile_check
@@ -119,8 +122,12 @@ def test_a_failing_codegen_run_is_not_kept(target_tree: Path, tmp_path: Path, mo
 
 def test_the_autograd_codegen_on_the_op_s_entries_made_again_writes_the_same_bytes(target_tree: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Its outputs are compiled, by their bytes: a run made again (its entry corrupt, dropped or evicted) writes what
-    the first wrote, so their compiles stay cached; the codegen's directory, which each output names, is not kept."""
+    the first wrote, so their compiles stay cached; the codegen's directory, which each output names, is not kept, nor
+    is the lock its path is held by (each run once left a file in the temporary directory)."""
     monkeypatch.setenv("CODEMOD_BUILD_CACHE", str(tmp_path / "cache"))
+    temporary = tmp_path / "tmp"
+    temporary.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(temporary))
     tree = locate(target_tree)
     entries = tree.path("aten/src/ATen/native/native_functions.yaml").read_text()
     entries = "\n".join(block for block in entries.split("\n\n") if "func: mul" in block) + "\n"
@@ -134,5 +141,31 @@ def test_the_autograd_codegen_on_the_op_s_entries_made_again_writes_the_same_byt
 
     first = run()
     assert first == run()
+    assert list(temporary.iterdir()) == []
     assert b"@generated from " in first[f"{codegen.AUTOGRAD_OUT}/ADInplaceOrViewType_0.cpp"]
     assert all(name.startswith((codegen.AUTOGRAD_OUT, ".")) for name in first)
+
+
+def test_a_lock_removed_as_it_is_let_go_still_excludes_whoever_waited_for_it(tmp_path: Path) -> None:
+    """held_then_removed: a thread that waited for the lock while its holder removed the file opens it anew and holds
+    it alone; nothing is left after both."""
+    lock = tmp_path / "run.lock"
+    inside, entered = threading.Lock(), threading.Event()
+    overlaps = []
+
+    def hold() -> None:
+        with cache.held_then_removed(lock):
+            overlaps.append(not inside.acquire(blocking=False))
+            entered.set()
+            threading.Event().wait(0.2)
+            inside.release()
+
+    first = threading.Thread(target=hold)
+    first.start()
+    entered.wait()
+    waiters = [threading.Thread(target=hold) for _ in range(3)]
+    for waiter in waiters:
+        waiter.start()
+    for thread in (first, *waiters):
+        thread.join()
+    assert overlaps == [False] * 4 and not lock.exists()

@@ -21,7 +21,6 @@ bypass plans to write (planned_tree) is the run of the tree once it holds them.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import functools
 import importlib.util
 import json
@@ -380,8 +379,7 @@ def autograd_on_entries(tree: Tree, native_yaml_text: str) -> tuple[Path, bool]:
         # bytes, and the compiles of its outputs stay cached. Locked: another build cache may make the same run meanwhile.
         stable = Path(tempfile.gettempdir(), f"codemod-autograd-{cache.digest(module, *inputs)[:20]}")
         lock_file = paths.regular_file(Path(f"{stable}.lock"), "the autograd codegen's lock", missing_ok=True)
-        with open(lock_file, "a") as lock, tempfile.TemporaryDirectory(prefix="codemod-entries-") as scratch:
-            fcntl.flock(lock, fcntl.LOCK_EX)
+        with cache.held_then_removed(lock_file), tempfile.TemporaryDirectory(prefix="codemod-entries-") as scratch:
             shutil.rmtree(stable, ignore_errors=True)  # left by a killed run
             with _autograd_dir(tree, code, replaced, stable) as autograd_dir:
                 native, tags_file = Path(scratch, "native_functions.yaml"), Path(scratch, "tags.yaml")
