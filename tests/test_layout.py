@@ -60,3 +60,21 @@ def test_no_module_imports_itself_through_others():
         if module not in done:
             visit(module, [module])
     assert not cycles, f"import cycles: {cycles}"
+
+
+def test_no_module_binds_a_name_twice_at_its_top_level():
+    """A second binding of a module's name silently replaces the first for every use above it too: harness.py once held
+    two tables named _SCALAR_TYPES, and the one written for C++ values lost to the one for tensors (`norm`'s dtype
+    became `at::ScalarType::at::kDouble`, which the real-sources sweep found)."""
+    twice = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        bound: list[str] = []
+        for node in ast.parse(path.read_text()).body:
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                bound.append(node.name)
+            elif isinstance(node, ast.Assign):
+                bound += [target.id for target in node.targets if isinstance(target, ast.Name)]
+            elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+                bound.append(node.target.id)
+        twice += [f"{path.relative_to(REPO)}: {name}" for name in sorted(set(bound)) if bound.count(name) > 1]
+    assert not twice, twice

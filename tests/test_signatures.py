@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -17,7 +18,8 @@ import torch
 
 from codemod.model.tree import NATIVE_SOURCES, locate
 from codemod.plan.plan import make_plan, op_entries
-from codemod.verify import bypass_ext, captured, opinfo_check, samples
+from codemod.verify import bypass_ext, captured, compiler, harness, opinfo_check, samples
+from codemod.verify.signature import parameters
 from tests import sampling
 from tests.conftest import OUTPUT_SCHEMA, TARGET_TREE, run_codemod, snapshot
 from tests.test_opinfo_check import doctored
@@ -212,3 +214,33 @@ def test_a_class_bypasses_verified_and_compiled_and_reverts_byte_identical(tree:
     reverted = run_codemod("revert", "--all", "--tree", str(tree))
     assert reverted.returncode == 0, reverted.stderr
     assert snapshot(tree) == before
+
+
+# What a sample's non-tensor arguments are (OpInfo's values), by the C++ type the dispatcher declares for them
+NON_TENSOR_VALUES = {
+    "at::ScalarType": [getattr(torch, name) for name in ("float32", "float64", "float16", "bfloat16", "complex64", "complex128",
+                                                          "int64", "int32", "int16", "int8", "uint8", "bool")],
+    "::std::optional<at::ScalarType>": [None, torch.float64],
+    "at::Scalar": [2, 0.5, True, 1 + 2j],
+    "::std::optional<at::Scalar>": [None, 3],
+    "int64_t": [-1], "double": [1e-3], "bool": [False],
+    "at::IntArrayRef": [[0, 1], (2,)], "at::OptionalIntArrayRef": [None, [1]],
+    "c10::string_view": ["mean"], "::std::optional<c10::string_view>": [None, "floor"],
+}
+
+
+def test_every_kind_of_non_tensor_value_a_sample_holds_compiles_in_the_type_the_harness_stores_it_in(tmp_path: Path) -> None:
+    """The real-sources sweep's `norm`: its ScalarType argument was written `at::ScalarType::at::kDouble` (two tables of
+    one name in harness.py). Each value, as the timed call's Sample holds it, compiled by g++ against the installed
+    headers."""
+    declared = ", ".join(f"{cpp_type} p{i}" for i, cpp_type in enumerate(NON_TENSOR_VALUES))
+    fields = parameters(f"void f({declared})")
+    assignments = [
+        f"  s.{field.name} = {harness._cpp_value(value)};" for field, values in zip(fields, NON_TENSOR_VALUES.values()) for value in values
+    ]
+    struct = "\n".join(f"  {harness.sample_type(field)} {field.name};" for field in fields)
+    source = tmp_path / "values.cpp"
+    source.write_text("#include <ATen/ATen.h>\n\nstruct Sample {\n" + struct + "\n};\n\nvoid assign(Sample& s) {\n" + "\n".join(assignments) + "\n}\n")
+    result = subprocess.run([compiler.CXX, *compiler.compile_flags(), "-fsyntax-only", str(source)], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "s.p0 = at::kDouble;" in source.read_text()

@@ -150,11 +150,6 @@ def cpp_checked_groups(capture: Capture, groups: tuple[OpGroup, ...], guarded: G
         return []
 
 
-_SCALAR_TYPES = {"float32": "Float", "float64": "Double", "int64": "Long", "int32": "Int", "int16": "Short", "int8": "Char",
-                 "uint8": "Byte", "bool": "Bool", "float16": "Half", "bfloat16": "BFloat16", "complex64": "ComplexFloat",
-                 "complex128": "ComplexDouble"}
-
-
 def _cpp_value(value: object) -> str:
     """VALUE (a sample's non-tensor argument) as a C++ expression."""
     if value is None:
@@ -171,7 +166,7 @@ def _cpp_value(value: object) -> str:
         return json.dumps(value)
     dtype = str(value).removeprefix("torch.")
     if dtype in _SCALAR_TYPES:
-        return f"at::ScalarType::{_SCALAR_TYPES[dtype]}"
+        return _SCALAR_TYPES[dtype]
     raise BadInput(f"the timed call cannot pass {value!r} from C++")
 
 
@@ -191,8 +186,8 @@ def tensor_sample(dtype: str) -> str:
     return f"at::randint({2 if dtype == 'bool' else 'numel'}, {{numel}}, {_SCALAR_TYPES[dtype]})"
 
 
-# torch's dtype names (samples.dtype_name) as ATen's ScalarType constants, but float32 (at::randn's default)
-_SCALAR_TYPES = {"float64": "at::kDouble", "float16": "at::kHalf", "bfloat16": "at::kBFloat16",
+# torch's dtype names (samples.dtype_name) as ATen's ScalarType constants
+_SCALAR_TYPES = {"float32": "at::kFloat", "float64": "at::kDouble", "float16": "at::kHalf", "bfloat16": "at::kBFloat16",
                  "complex64": "at::kComplexFloat", "complex128": "at::kComplexDouble", "int64": "at::kLong",
                  "int32": "at::kInt", "int16": "at::kShort", "int8": "at::kChar", "uint8": "at::kByte", "bool": "at::kBool"}
 
