@@ -172,6 +172,13 @@ class Before:
     files: Mapping[str, bytes | None]  # every file the bypass wrote, as it was (None: it did not exist)
     headers: Callable[[], Headers]  # regenerated from the yaml and templates as they were, when first needed
 
+    @classmethod
+    def of(cls, tree: Tree, plans: Sequence[Plan], inputs: CodegenInputs | None = None) -> Before:
+        """What PLANS write in TREE, as it was, and the headers torchgen generates from INPUTS (a full tree's codegen
+        inputs before PLANS; by default TREE's own, with those files as they were)."""
+        files = {change.path: change.before for change in combined_changes(plans)}
+        return cls(files, functools.partial(regenerate_headers, tree, inputs or CodegenInputs.read(tree.root, files)))
+
 
 @dataclass(frozen=True)
 class Unit:

@@ -12,7 +12,6 @@ C++ API than the wheel's cannot be stood for: every file is then named as not co
 from __future__ import annotations
 
 import dataclasses
-import functools
 import importlib.metadata
 import tempfile
 from collections.abc import Sequence
@@ -28,7 +27,7 @@ from codemod.model.errors import BadInput
 from codemod.model.tree import NATIVE_FUNCTIONS, Tree
 from codemod.plan import cpp as plan_cpp
 from codemod.plan import guarded as plan_guarded
-from codemod.plan.plan import OpEntries, Plan, combined_changes, op_entries
+from codemod.plan.plan import OpEntries, Plan, op_entries
 from codemod.verify import compile_check
 from codemod.verify.compile_check import Before, CodegenInputs, CompileReport, NotCompiled, Unit
 
@@ -63,10 +62,7 @@ def check(tree: Tree, plans: Sequence[Plan], units: Sequence[Unit] = ()) -> Comp
             unbuilt = [*(t.path for t in targets), *(u.path for u in units)]
             return CompileReport((), (), (), (*(NotCompiled(path, reason) for path in unbuilt), *own_templates), 0.0, against)
     headers = compile_check.regenerate_headers(tree, after)
-    files_before = {change.path: change.before for change in combined_changes(plans)}
-    report = compile_check.check(
-        tree, headers, plans, Before(files_before, functools.partial(compile_check.regenerate_headers, tree, before)), against, units,
-    )
+    report = compile_check.check(tree, headers, plans, Before.of(tree, plans, before), against, units)
     # the tree's own header templates are not what the full tree's headers come from; its source templates are what
     # the units generated from them (generated_units.py) were generated from
     through_units = tuple(t for t in report.templates_compiled if t.endswith(compile_check.SOURCE_SUFFIXES))
@@ -83,8 +79,7 @@ def full_tree_headers(tree: Tree, plans: Sequence[Plan]) -> tuple[compile_check.
         before, after = _full_tree_inputs(tree, plans)
     except _CannotStandFor:
         return None
-    files_before = {change.path: change.before for change in combined_changes(plans)}
-    return compile_check.regenerate_headers(tree, after), Before(files_before, functools.partial(compile_check.regenerate_headers, tree, before))
+    return compile_check.regenerate_headers(tree, after), Before.of(tree, plans, before)
 
 
 def _full_tree_inputs(tree: Tree, plans: Sequence[Plan]) -> list[CodegenInputs]:

@@ -151,14 +151,7 @@ def compiled(tree: Tree, plans: Sequence[Plan], headers: compile_check.Headers, 
         return compile_check.CompileReport((), (), (), tuple(compile_check.NotCompiled(path, foreign) for path in paths), 0.0)
     if compile_check.slim_tree(tree) is not None:  # its headers cannot replace the installed torch's
         return overlay_compile.check(tree, plans, units)
-    return compile_check.check(tree, headers, plans, _before(tree, plans), units=units)
-
-
-def _before(tree: Tree, plans: Sequence[Plan]) -> compile_check.Before:
-    """The files PLANS write as they were, and the headers regenerated from them (a full tree's own)."""
-    before = {change.path: change.before for change in combined_changes(plans)}
-    headers_before = functools.partial(compile_check.regenerate_headers, tree, compile_check.CodegenInputs.read(tree.root, before))
-    return compile_check.Before(before, headers_before)
+    return compile_check.check(tree, headers, plans, compile_check.Before.of(tree, plans), units=units)
 
 
 def generated_sources(
@@ -234,7 +227,7 @@ def _compiled_ahead(
             return
         regenerated, before = full_tree
     else:
-        regenerated, before = headers.result(), _before(tree, plans)
+        regenerated, before = headers.result(), compile_check.Before.of(tree, plans)
     generated = generated_sources(overlay, plans, headers.result(), entries.result()[1][0])
     compile_check.compile_ahead(tree, regenerated, plans, [*guarded_unit.units(plans), *generated.units], stop_compiles, before)
 
