@@ -6,8 +6,9 @@ Runs the pytest of the README's test command (the second line of its set-up bloc
 JUnit XML report, from the root of the checkout, its output passed through; given TEST_FILEs, on those alone (to try
 the script: the record says what it covered, and the pages say it is not the whole suite); the build cache is the one the tests
 use (the README's first command filled it). Records the wall time, the CPU time of the run's processes (user +
-system), the seconds of each test file (its tests' set-up, call and tear-down: a file's first test carries the
-fixtures it shares with the files after it) and of the slowest tests, the outcome counts, the date, the machine and
+system), the seconds and CPU seconds of each test file (its tests' set-up, call and tear-down: a file's first test
+carries the fixtures it shares with the files after it; CPU as tests/conftest.py records it per test, which a load
+beside the run does not inflate as it does seconds) and of the slowest tests, the outcome counts, the date, the machine and
 the load average before and after, in benchmarks/results/suite_cost.json; `python docs/generate.py` renders it into
 the README and docs/layout.md. Takes as long as the suite. Figures for a person; nothing asserts a time.
 """
@@ -33,6 +34,7 @@ from tutorial_steps import write_result  # noqa: E402  (benchmarks/: the script'
 RESULT = generate.RESULTS / "suite_cost.json"
 TESTS = REPO / "tests"
 SLOWEST = 15
+CPU_PROPERTY = "cpu_s"  # the property of each test case that tests/conftest.py's CPU_PROPERTY writes
 NO_TESTS = 5  # pytest's exit code when it collected no test: a broken command, never a result
 
 
@@ -50,20 +52,28 @@ def pytest_arguments(command: str) -> list[str]:
 
 
 def outcomes(junit: Path) -> dict:
-    """Per test file: its seconds and test count; the slowest tests; the counts of each outcome."""
-    files: dict[str, dict] = defaultdict(lambda: {"tests": 0, "seconds": 0.0})
+    """Per test file: its seconds, CPU seconds and test count; the slowest tests; the counts of each outcome."""
+    files: dict[str, dict] = defaultdict(lambda: {"tests": 0, "seconds": 0.0, "cpu_s": 0.0})
     tests, counts = [], {"tests": 0, "failures": 0, "errors": 0, "skipped": 0}
     for suite in ElementTree.parse(junit).getroot().iter("testsuite"):
         for kind in counts:
             counts[kind] += int(suite.get(kind, 0))
         for case in suite.iter("testcase"):
-            seconds = float(case.get("time", 0))
-            files[case.get("file")]["tests"] += 1
-            files[case.get("file")]["seconds"] += seconds
-            tests.append({"test": f"{case.get('file')}::{case.get('name')}", "seconds": round(seconds, 1)})
-    by_file = sorted(({"file": f, "tests": v["tests"], "seconds": round(v["seconds"], 1)} for f, v in files.items()),
+            seconds, cpu = float(case.get("time", 0)), _cpu_seconds(case)
+            row = files[case.get("file")]
+            row["tests"], row["seconds"], row["cpu_s"] = row["tests"] + 1, row["seconds"] + seconds, row["cpu_s"] + cpu
+            tests.append({"test": f"{case.get('file')}::{case.get('name')}", "seconds": round(seconds, 1), "cpu_s": round(cpu, 1)})
+    by_file = sorted(({"file": f, **{k: round(v, 1) for k, v in row.items()}} for f, row in files.items()),
                      key=lambda row: -row["seconds"])
     return {"counts": counts, "files": by_file, "slowest": sorted(tests, key=lambda t: -t["seconds"])[:SLOWEST]}
+
+
+def _cpu_seconds(case: ElementTree.Element) -> float:
+    """The CPU seconds tests/conftest.py recorded for the test case (its process and the children it waited for)."""
+    recorded = [float(p.get("value")) for p in case.iter("property") if p.get("name") == CPU_PROPERTY]
+    if len(recorded) != 1:
+        raise SystemExit(f"{case.get('file')}::{case.get('name')}: {len(recorded)} `{CPU_PROPERTY}` properties in the junit XML, not 1")
+    return recorded[0]
 
 
 def main(test_files: list[str]) -> int:
