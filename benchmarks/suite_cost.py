@@ -61,7 +61,9 @@ def outcomes(junit: Path) -> dict:
         for case in suite.iter("testcase"):
             seconds, cpu = float(case.get("time", 0)), _cpu_seconds(case)
             row = files[case.get("file")]
-            row["tests"], row["seconds"], row["cpu_s"] = row["tests"] + 1, row["seconds"] + seconds, row["cpu_s"] + cpu
+            row["tests"] += 1
+            row["seconds"] += seconds
+            row["cpu_s"] += cpu
             tests.append({"test": f"{case.get('file')}::{case.get('name')}", "seconds": round(seconds, 1), "cpu_s": round(cpu, 1)})
     by_file = sorted(({"file": f, **{k: round(v, 1) for k, v in row.items()}} for f, row in files.items()),
                      key=lambda row: -row["seconds"])
@@ -90,7 +92,10 @@ def main(test_files: list[str]) -> int:
         after = resource.getrusage(resource.RUSAGE_CHILDREN)
         if exit_code == NO_TESTS or not junit.is_file():
             raise SystemExit(f"`{run}` ran no test (pytest exit {exit_code}): nothing recorded")
-        found = outcomes(junit)
+        try:
+            found = outcomes(junit)
+        except ElementTree.ParseError as error:  # pytest ended before it finished writing the report
+            raise SystemExit(f"`{run}` left an unreadable junit XML report ({error}; pytest exit {exit_code}): nothing recorded") from None
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     write_result(Path(__file__).name, RESULT, load_before, {
         "command": run, "covered": test_files or "the whole suite", "suite_files": len(list(TESTS.glob("test_*.py"))),

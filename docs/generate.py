@@ -621,19 +621,14 @@ def suite_cost_figures(_outputs: dict) -> str:
         return f"The tests are not timed yet: {NOT_TIMED}.\n"
     record = _recorded("suite_cost")
     files = ["| file | tests | seconds | CPU seconds |", "|---|---:|---:|---:|"]
-    files += [f"| `{row['file']}` | {row['tests']} | {row['seconds']:.0f} | {_cpu(row)} |" for row in record["files"]]
+    files += [f"| `{row['file']}` | {row['tests']} | {row['seconds']:.0f} | {row['cpu_s']:.0f} |" for row in record["files"]]
     slowest = ["| test | seconds | CPU seconds |", "|---|---:|---:|"]
-    slowest += [f"| `{row['test']}` | {row['seconds']:.0f} | {_cpu(row)} |" for row in record["slowest"]]
+    slowest += [f"| `{row['test']}` | {row['seconds']:.0f} | {row['cpu_s']:.0f} |" for row in record["slowest"]]
     run = f"`{record['command']}`" if _whole_suite(record) else (
         f"Not the whole suite: only {_covered(record)}, `{record['command']}`")
     return (f"{run}: {_outcome_counts(record)} in {_minutes(record['wall_s'])} wall, "
             f"{_minutes(record['cpu_s'])} CPU (user + system of every process it ran). " + _measured_when(record)
             + "\n\n" + "\n".join(files) + "\n\n" + "\n".join(slowest) + "\n")
-
-
-def _cpu(row: dict) -> str:
-    """A file's or test's CPU seconds, where its record has them (suite_cost records them from 2026-12-07 on)."""
-    return f"{row['cpu_s']:.0f}" if "cpu_s" in row else "not recorded"
 
 
 def _times(count: int) -> str:

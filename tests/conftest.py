@@ -156,7 +156,7 @@ CPU_PROPERTY = "cpu_s"  # junit XML: each test's CPU seconds, for benchmarks/sui
 _CPU_AT_SETUP = pytest.StashKey[float]()
 
 
-def cpu_seconds() -> float:
+def _cpu_seconds() -> float:
     """User + system seconds of this process and of the children it has waited for (g++, the CLI, the codegen)."""
     own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
     return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
@@ -164,7 +164,7 @@ def cpu_seconds() -> float:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_setup(item: pytest.Item) -> None:
-    item.stash[_CPU_AT_SETUP] = cpu_seconds()
+    item.stash[_CPU_AT_SETUP] = _cpu_seconds()
 
 
 @pytest.hookimpl(wrapper=True)
@@ -176,19 +176,19 @@ def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None):
         return (yield)
     finally:
         if _CPU_AT_SETUP in item.stash:
-            item.user_properties.append((CPU_PROPERTY, round(cpu_seconds() - item.stash[_CPU_AT_SETUP], 1)))
+            item.user_properties.append((CPU_PROPERTY, round(_cpu_seconds() - item.stash[_CPU_AT_SETUP], 1)))
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """On xdist's workers: the files in the order of their CPU seconds in the suite's last recorded run (their seconds in
-    a record that has none), costliest first, so that the long ones start first and the short ones fill in at the end
-    (a file not recorded goes first). CPU, not seconds: a file's seconds grow with what runs beside it."""
+    """On xdist's workers: the files in the order of their CPU seconds in the suite's last recorded run, costliest first,
+    so that the long ones start first and the short ones fill in at the end (a file not recorded goes first). CPU, not
+    seconds: a file's seconds grow with what runs beside it."""
     if not hasattr(config, "workerinput"):
         return
     recorded = json.loads(SUITE_COST.read_text())["files"] if SUITE_COST.is_file() else []
     seconds: Counter[str] = Counter()
     for file in recorded:
-        seconds[_scope(file["file"])] += file.get("cpu_s", file["seconds"])
+        seconds[_scope(file["file"])] += file["cpu_s"]
     items.sort(key=lambda item: -seconds.get(_scope(item.nodeid), math.inf))  # stable: a file's tests keep their order
 
 
