@@ -315,20 +315,21 @@ def test_several_ops_in_one_command_one_transaction(tmp_path: Path) -> None:
 
 
 def test_a_small_stack_with_full_verification(tree: Path) -> None:
-    """The README's main job (plain mul), plain div and atan2 in one command (the tree's codegen once for both ops) and
-    guarded sub (its unit of guarded functions passes a Scalar on: test_guarded_unit.py's other signature), each
-    verified in full (compile against libtorch, the tree's codegen, the compile check), then reverted in another order:
-    byte-identical. The first two are what test_slim_compile.py verifies: the build cache shares them."""
+    """Guarded mul (the tutorial's last step: the build cache holds the docs' compiles of it), then plain div and atan2
+    in one command over it (the tree's codegen once for both ops), each verified in full (compile against libtorch,
+    the tree's codegen, the compile check), then reverted in another order: byte-identical. The second is what
+    test_slim_compile.py verifies: the build cache shares it. (sub's unit of guarded functions, which passes a Scalar
+    on, is compiled over a plain bypass by test_guarded_unit.py.)"""
     expected = state(tree)
-    for ops in (("mul",), ("div", "atan2")):
-        plain = run_codemod("bypass", *ops, "--tree", str(tree))
-        assert plain.returncode == 0, plain.stderr
+    guarded = run_codemod("bypass", "mul", "--guarded", "--tree", str(tree))
+    assert guarded.returncode == 0, guarded.stderr
+    assert_unit_compiled(guarded.stderr, "mul")
+    plain = run_codemod("bypass", "div", "atan2", "--tree", str(tree))
+    assert plain.returncode == 0, plain.stderr
     assert plain.stderr.count("verified: autograd codegen ran clean") == 1
     assert "at::__dispatch_div" in plain.stderr and "at::__dispatch_atan2" in plain.stderr
-    guarded = run_codemod("bypass", "sub", "--guarded", "--tree", str(tree))
-    assert guarded.returncode == 0, guarded.stderr
-    assert_unit_compiled(guarded.stderr, "sub")
-    for op in ("mul", "sub", "atan2", "div"):
+    assert [(j.op, j.mode) for j in journal.bypassed(locate(tree))] == [("mul", "guarded"), ("div", "plain"), ("atan2", "plain")]
+    for op in ("atan2", "mul", "div"):
         result = run_codemod("revert", op, "--tree", str(tree))
         assert result.returncode == 0, result.stderr
     assert state(tree) == expected

@@ -38,7 +38,7 @@ def test_the_unit_uses_every_guarded_function_as_its_declaration_and_the_generat
 
 def test_the_unit_compiles_in_the_tree(tree: Path) -> None:
     """Guarded mul through the CLI (the docs' guarded example: their compiles are shared); sub's unit, with the Scalar
-    its functions pass on, is compiled by test_any_order.py's stack, on top of plain bypasses."""
+    its functions pass on, by the next test."""
     run = run_codemod("bypass", "mul", "--tree", str(tree), "--guarded", "--no-build")
     assert run.returncode == 0, run.stderr
     assert_unit_compiled(run.stderr, "mul")
@@ -55,6 +55,21 @@ def assert_unit_compiled(stderr: str, op: str) -> None:
         f"through its guard; includes ATen/RedispatchFunctions.h and calls {renamed}, as generated code calls them)"
     ) in verified
     assert guarded_unit.PATH not in "".join(line for line in stderr.splitlines() if line.startswith("not compiled:"))
+
+
+def test_a_unit_passing_a_scalar_on_compiles_over_a_plain_bypass(tmp_path: Path) -> None:
+    """Guarded sub, whose functions pass a Scalar alpha on, over plain mul (hand-written in the same headers): its unit
+    compiles against the headers regenerated from both, with the files sub's bypass edited (its templates: none is
+    compiled alone); torchgen's units are the full verification's (test_any_order.py's stack, the docs' tutorial)."""
+    write_tree_from_torch(tmp_path / "tree", TARGET_TREE)
+    tree = locate(tmp_path / "tree")
+    journal.apply(tree, [make_plan(tree, "mul")])
+    plan = make_plan(tree, "sub", guarded=True)
+    journal.apply(tree, [plan])
+    (unit,) = guarded_unit.units([plan])
+    assert "const at::Scalar & alpha" in unit.text.decode()
+    report = compile_check.check(tree, compile_check.regenerate_headers(tree), [plan], units=(unit,))
+    assert guarded_unit.PATH in report.compiled
 
 
 def test_a_fast_path_that_does_not_compile_in_the_tree_fails_verification_with_gxxs_reason(tmp_path: Path) -> None:

@@ -1,8 +1,8 @@
 """A slim tree's bypass is compile-checked against the headers of a full tree built from the installed torch with
 the same bypasses: real torchgen regenerates them, real g++ compiles target_tree/'s files as they are on disk.
 
-One copy of target_tree/ is bypassed twice (mul, then div and atan2 in one run), so the second run also applies
-the earlier bypass to the full tree's inputs. Other copies each carry one repro: a header broken after an earlier
+One copy of target_tree/ is bypassed (mul, the README's main job); another twice (guarded mul, then div and atan2 in
+one run), so the second run also applies the earlier bypass to the full tree's inputs. Other copies each carry one repro: a header broken after an earlier
 bypass, a caller that reaches at::cpu:: through a macro, a kernel under `#ifdef`, a caller left out in review.
 Compiles and generated headers are shared through the build cache (CODEMOD_BUILD_CACHE).
 """
@@ -89,8 +89,13 @@ def test_the_main_job_on_target_tree_compiles_binaryops_and_the_rewritten_caller
     assert not any(f"{TEMPLATES}/Functions.cpp" in line or f"{TEMPLATES}/TensorMethods.cpp" in line for line in report["unchecked"])
 
 
-def test_several_ops_after_an_earlier_bypass_compile_in_one_verification(copy: Path, bypassed_mul) -> None:
-    before = snapshot(copy)  # mul bypassed: the full tree's inputs take it before div and atan2
+def test_several_ops_after_an_earlier_bypass_compile_in_one_verification(tmp_path: Path) -> None:
+    """div and atan2 in one run over guarded mul (the tutorial's last state: the build cache holds the docs' compiles
+    of it), the state test_any_order.py's stack verifies too: the full tree's inputs take mul's guarded bypass first."""
+    copy = shutil.copytree(TARGET_TREE, tmp_path / "tree")
+    guarded = run_codemod("bypass", "mul", "--guarded", "--no-build", "--tree", str(copy))
+    assert guarded.returncode == 0, guarded.stderr
+    before = snapshot(copy)
     result = run_codemod("bypass", "div", "atan2", "--tree", str(copy))
     assert result.returncode == 0, result.stderr
     compiled = compiled_files(verified_lines(result.stderr))
