@@ -188,12 +188,12 @@ def test_files_are_compiled_as_they_are_on_disk_headers_included(tmp_path_factor
     broken_line = len((tree / MUL_HELPER).read_text().splitlines()) + 1
     with (tree / MUL_HELPER).open("a") as helper:
         helper.write("this_is_not_cpp;\n")
-    again = run_codemod("bypass", "mul", "--tree", str(tree), "--no-build")
-    assert again.returncode == 0, again.stderr
-    assert not any(BINARY_OPS in line for line in verified_lines(again.stderr))
+    rebypassed = run_codemod("bypass", "mul", "--tree", str(tree), "--no-build")
+    assert rebypassed.returncode == 0, rebypassed.stderr
+    assert not any(BINARY_OPS in line for line in verified_lines(rebypassed.stderr))
     # the helper the bypass rewrote with it, which it read
     expected = f"not compiled: {BINARY_OPS}, {MUL_HELPER}: did not compile before the bypass (first error {MUL_HELPER}:{broken_line}: "
-    assert expected in again.stderr, again.stderr
+    assert expected in rebypassed.stderr, rebypassed.stderr
 
 
 def test_a_caller_reaching_a_removed_function_through_a_macro_fails_the_bypass(tmp_path_factory: pytest.TempPathFactory) -> None:
