@@ -192,15 +192,30 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     seconds: a file's seconds grow with what runs beside it."""
     if not hasattr(config, "workerinput"):
         return
-    recorded = json.loads(SUITE_COST.read_text())["files"] if SUITE_COST.is_file() else []
-    seconds: Counter[str] = Counter()
-    for file in recorded:
-        seconds[_scope(file["file"])] += file["cpu_s"]
+    seconds = recorded_cpu_seconds()
     items.sort(key=lambda item: -seconds.get(_scope(item.nodeid), math.inf))  # stable: a file's tests keep their order
+
+
+def recorded_cpu_seconds() -> Counter[str]:
+    """The CPU seconds of each scope (_scope) in SUITE_COST, none when there is no record; one that cannot be read
+    (truncated, hand-edited, a merge's conflict markers) is a usage error naming it, never a traceback."""
+    if not SUITE_COST.is_file():
+        return Counter()
+    seconds: Counter[str] = Counter()
+    try:
+        for file in json.loads(SUITE_COST.read_text())["files"]:
+            seconds[_scope(file["file"])] += file["cpu_s"]
+    except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError) as error:
+        raise pytest.UsageError(
+            f"{SUITE_COST}: not a record of benchmarks/suite_cost.py ({type(error).__name__}: {error}); restore it "
+            f"(`git checkout -- {os.path.relpath(SUITE_COST, REPO)}`) or record it again (`python benchmarks/suite_cost.py`)"
+        ) from None
+    return seconds
 
 
 def pytest_configure(config: pytest.Config) -> None:
     if getattr(config.option, "numprocesses", None) and not hasattr(config, "workerinput"):  # xdist's controller
+        recorded_cpu_seconds()  # the workers order their files by it: one they cannot read stops the run here, named
         config.pluginmanager.register(FileProgress(config), "codemod-file-progress")
 
 

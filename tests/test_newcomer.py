@@ -22,6 +22,7 @@ from codemod.model.tree import NATIVE_SOURCES, TEMPLATES, locate
 from codemod.plan import cpp_format
 from codemod.verify import build, captured, harness
 from codemod.verify.compiler import torch_dir
+from tests import conftest
 from tests.conftest import FIXTURES, OUTPUT_SCHEMA, REPO, run_codemod, snapshot
 
 README = (REPO / "README.md").read_text()
@@ -384,3 +385,22 @@ def test_the_tests_name_each_file_as_it_finishes_on_a_worker_more_than_the_cores
     assert sorted(number for number, _, _ in finished) == ["1", "2"] and sorted(file for _, file, _ in finished) == sorted(files)
     workers = len(os.sched_getaffinity(0)) + 1
     assert f"created: {workers}/{workers} workers" in run.stdout
+
+
+@pytest.mark.parametrize("text", [
+    '{"files": [{"file": "tests/test_ops.py", "cpu_s"',  # truncated
+    "[1]",  # not an object
+    '{"files": [{"file": "tests/test_ops.py", "cpu_s": "9"}]}',  # seconds as a string
+    "<<<<<<< HEAD\n",  # a merge's conflict markers
+])
+def test_a_suite_record_the_workers_cannot_read_stops_the_run_naming_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, text: str) -> None:
+    """The workers order their files by the suite's last record: one that cannot be read is pytest's usage error
+    (exit 4, one line), raised by the controller before any worker starts, never an INTERNALERROR's traceback."""
+    assert conftest.recorded_cpu_seconds()["tests/test_compile_check.py"] > 0  # the committed record reads
+    record = tmp_path / "suite_cost.json"
+    record.write_text(text)
+    monkeypatch.setattr(conftest, "SUITE_COST", record)
+    with pytest.raises(pytest.UsageError) as refused:
+        conftest.recorded_cpu_seconds()
+    assert str(refused.value).startswith(f"{record}: not a record of benchmarks/suite_cost.py (")
+    assert str(refused.value).endswith("or record it again (`python benchmarks/suite_cost.py`)")
