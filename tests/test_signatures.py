@@ -18,7 +18,7 @@ import torch
 
 from codemod.model.tree import NATIVE_SOURCES, locate
 from codemod.plan.plan import make_plan, op_entries
-from codemod.verify import bypass_ext, captured, compiler, harness, opinfo_check, samples
+from codemod.verify import build, captured, compiler, extension, harness, opinfo_check, samples
 from codemod.verify.signature import parameters
 from tests import sampling
 from tests.conftest import OUTPUT_SCHEMA, TARGET_TREE, run_codemod, snapshot
@@ -38,8 +38,9 @@ SIGNATURE_OPS = {
 
 @pytest.fixture(scope="module")
 def extensions():
-    """Each op's bypass as the extension `build OP` and `bypass OP` compile (one per op: the same cache entries)."""
-    return {op: bypass_ext.load(TREE, [op])[0] for op in SIGNATURE_OPS}
+    """Each op's bypass as the extension `build OP`, `bench OP` and `bypass OP` compile with its harness (one compile
+    per op, kept in the build cache under one key: the class drawn below and the bench tests find it)."""
+    return {op: extension.import_module(build.build(TREE, op).module) for op in SIGNATURE_OPS}
 
 
 def groups(op: str) -> list[samples.Group]:
