@@ -3,11 +3,12 @@
     python benchmarks/fresh_setup.py
 
 Clones this checkout's HEAD into a scratch directory (so `target_tree/` is as committed, and the build cache
-`cpp_ext/build` is empty), makes a virtual environment there and times the README's commands in it, each whole:
-`pip install --no-cache-dir -e . torch==2.13.0` (every package fetched from the indexes pip is configured with,
-which the result records: no local pip cache helps), then `codemod bypass mul --tree ./target_tree` (nothing compiled yet: the precompiled header, the
-harness, the codegen and every compile of verification run), then `pip install --no-cache-dir -e ".[test]"`.
-`apt-get install g++ valgrind` is not timed: this machine has them, and a package manager's time is the mirror's.
+`cpp_ext/build` is empty), makes a virtual environment there and times the README's set-up commands in it, read
+from the README, each `&&` step whole: `pip install ... torch==2.13.0` with `--no-cache-dir` (every package fetched
+from the indexes pip is configured with, which the result records: no local pip cache helps), then `codemod bypass
+mul --tree ./target_tree` (nothing compiled yet: the precompiled header, the harness, the codegen and every compile
+of verification run), then `pip install ... ".[test]"`. `apt-get install g++ valgrind` is not timed: this machine
+has them, and a package manager's time is the mirror's; the tests are benchmarks/suite_cost.py's.
 Per command: wall and CPU seconds (user + system of its processes). Writes benchmarks/results/fresh_setup.json
 with the date, the machine and the load average before and after; `python docs/generate.py` renders it into the
 README and docs/measurements.md. Takes minutes; figures for a person, nothing here asserts a time.
@@ -27,11 +28,18 @@ import generate  # noqa: E402  (docs/generate.py: where results live)
 from tutorial_steps import timed, write_result  # noqa: E402  (benchmarks/: the script's own directory)
 
 RESULT = generate.RESULTS / "fresh_setup.json"
-COMMANDS = (
-    'pip install --no-cache-dir -e . "torch==2.13.0"',
-    "codemod bypass mul --tree ./target_tree",
-    'pip install --no-cache-dir -e ".[test]"',
-)
+NOT_TIMED = ("apt-get ", "python -m pytest")
+
+
+def readme_steps(readme: str) -> list[str]:
+    """The steps of README's set-up block (its code block after `## Set up`, each `&&` part of each line) that this
+    script times, in order; pip's with --no-cache-dir."""
+    block = readme.split("## Set up", 1)[1].split("```", 2)[1]
+    steps = [step.strip() for line in block.strip().splitlines() for step in line.split(" && ")]
+    return [step.replace("pip install ", "pip install --no-cache-dir ", 1) for step in steps if not step.startswith(NOT_TIMED)]
+
+
+COMMANDS = readme_steps((REPO / "README.md").read_text())
 
 
 def main() -> None:
