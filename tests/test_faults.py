@@ -58,14 +58,15 @@ def write(path: Path, text: str) -> None:
 
 
 def without_gxx(beside: Path) -> dict[str, str]:
-    """PATH with every program of the current one but g++ and c++: no compiler, though the build cache is warm."""
+    """PATH with every program of the current one but g++ and c++, and CXX the default (a CXX of the user's, such as
+    a path to another g++, would still be found): no compiler, though the build cache is warm."""
     shown = beside / "bin"
     shown.mkdir()
     for directory in os.environ["PATH"].split(os.pathsep):
         for program in Path(directory).glob("*") if Path(directory).is_dir() else ():
             if program.name not in ("g++", "c++") and not (shown / program.name).exists():
                 (shown / program.name).symlink_to(program)
-    return {"PATH": str(shown)}
+    return {"PATH": str(shown), "CXX": "g++"}
 
 
 LONG = "x" * 300
