@@ -25,21 +25,20 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "docs"))
 
 import generate  # noqa: E402  (docs/generate.py: where results live)
-from tutorial_steps import timed, write_result  # noqa: E402  (benchmarks/: the script's own directory)
+from tutorial_steps import readme_setup_lines, timed, write_result  # noqa: E402  (benchmarks/: the script's own directory)
 
 RESULT = generate.RESULTS / "fresh_setup.json"
 NOT_TIMED = ("apt-get ", "python -m pytest")
 
 
-def readme_steps(readme: str) -> list[str]:
-    """The steps of README's set-up block (its code block after `## Set up`, each `&&` part of each line) that this
-    script times, in order; pip's with --no-cache-dir."""
-    block = readme.split("## Set up", 1)[1].split("```", 2)[1]
-    steps = [step.strip() for line in block.strip().splitlines() for step in line.split(" && ")]
+def readme_steps() -> list[str]:
+    """The steps of the README's set-up block (each `&&` part of each line) that this script times, in order; pip's
+    with --no-cache-dir."""
+    steps = [step.strip() for line in readme_setup_lines() for step in line.split(" && ")]
     return [step.replace("pip install ", "pip install --no-cache-dir ", 1) for step in steps if not step.startswith(NOT_TIMED)]
 
 
-COMMANDS = readme_steps((REPO / "README.md").read_text())
+COMMANDS = readme_steps()
 
 
 def main() -> None:

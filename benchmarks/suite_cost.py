@@ -29,19 +29,13 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "docs"))
 
 import generate  # noqa: E402  (docs/generate.py: where results are kept)
-from tutorial_steps import write_result  # noqa: E402  (benchmarks/: the script's own directory)
+from tutorial_steps import readme_setup_lines, write_result  # noqa: E402  (benchmarks/: the script's own directory)
 
 RESULT = generate.RESULTS / "suite_cost.json"
 TESTS = REPO / "tests"
 SLOWEST = 15
 CPU_PROPERTY = "cpu_s"  # the property of each test case that tests/conftest.py's CPU_PROPERTY writes
 NO_TESTS = 5  # pytest's exit code when it collected no test: a broken command, never a result
-
-
-def readme_test_command() -> str:
-    """The README's test command: the second line of its set-up block, as .ci/run reads it."""
-    readme = (REPO / "README.md").read_text()
-    return readme[readme.index("## Set up"):].split("```", 2)[1].strip("\n").splitlines()[1]
 
 
 def pytest_arguments(command: str) -> list[str]:
@@ -79,7 +73,7 @@ def _cpu_seconds(case: ElementTree.Element) -> float:
 
 
 def main(test_files: list[str]) -> int:
-    arguments = [*pytest_arguments(readme_test_command()), *test_files]
+    arguments = [*pytest_arguments(readme_setup_lines()[1]), *test_files]
     run = shlex.join(["python", "-m", "pytest", *arguments])  # recorded as run, less the report's options
     load_before = os.getloadavg()[0]
     with tempfile.TemporaryDirectory(prefix="codemod-suite-cost-") as scratch:

@@ -31,6 +31,13 @@ from codemod.measure import bench as bench_step  # noqa: E402
 RESULT = generate.RESULTS / "tutorial_steps.json"
 
 
+def readme_setup_lines() -> list[str]:
+    """The lines of the README's set-up block (its first code block after `## Set up`), as .ci/run reads them: the
+    main job, then the test command."""
+    readme = (REPO / "README.md").read_text()
+    return readme[readme.index("## Set up"):].split("```", 2)[1].strip("\n").splitlines()
+
+
 def timed(command: str, cwd: Path, env: dict[str, str]) -> dict:
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.monotonic()

@@ -79,7 +79,6 @@ def test_ci_runs_the_readmes_two_commands_in_order_then_the_tutorial_path() -> N
     assert [ci.index(step) for step in steps] == sorted(ci.index(step) for step in steps)
 
 
-
 def test_the_set_up_benchmark_times_the_readmes_own_steps() -> None:
     """benchmarks/fresh_setup.py reads the README's set-up block: it times what a newcomer runs (pip's steps with
     --no-cache-dir, so nothing cached helps), leaving apt-get to the mirror and the tests to suite_cost.py."""
@@ -89,6 +88,7 @@ def test_the_set_up_benchmark_times_the_readmes_own_steps() -> None:
     timed = [command.replace("pip install --no-cache-dir ", "pip install ") for command in json.loads(listed)]
     assert timed == [step for line in (main_job, test_command) for step in line.split(" && ") if step.startswith(("pip install ", "codemod "))]
     assert timed[1] == "codemod bypass mul --tree ./target_tree" and all("--no-compile" in step for step in timed if step.startswith("pip"))
+
 
 # ---------------------------------------------------------------- 2, 3, 4. build and bench after a bypass; the guarded gate; status
 

@@ -52,7 +52,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -345,9 +345,9 @@ def check(
     targets, templates = targets_of(plans)
     run = _Run(tree, headers, before, removed_by(plans))
     with ThreadPoolExecutor(max_workers=JOBS) as pool:
-        unit_runs = {unit: pool.submit(run.unit, unit) for unit in _largest_first(units)}
+        unit_runs = _largest_first(pool, run, units)
         outcomes = run.targets(pool, targets)
-        unit_outcomes = [unit_runs[unit].result() for unit in units]
+        unit_outcomes = [unit_run.result() for unit_run in unit_runs]
         outcomes += unit_outcomes
     failures = [o for o in outcomes if o.errors]
     if failures:
@@ -423,19 +423,19 @@ def compile_ahead(tree: Tree, headers: Headers, plans: Sequence[Plan], units: Se
     with ThreadPoolExecutor(max_workers=JOBS) as pool:
         outcomes = run.targets(pool, targets_of(plans)[0])  # first: where a plan's own edit fails, it is said soonest
         if not any(_refused(outcome) for outcome in outcomes):
-            in_order = _largest_first(units)
-            by_unit = dict(zip(in_order, pool.map(run.unit, in_order)))
-            outcomes += [by_unit[unit] for unit in units]
+            outcomes += [unit_run.result() for unit_run in _largest_first(pool, run, units)]
     failures = [outcome for outcome in outcomes if _refused(outcome)]
     if failures:
         raise VerificationFailed(_failure_message(failures, "the code the bypass leaves does not compile"))
 
 
-def _largest_first(units: Sequence[Unit]) -> list[Unit]:
-    """UNITS in the order to compile them: the largest text first. Headers take most of a unit's time, and the units
-    that include the most of them (the autograd codegen's, the Python bindings) are also the largest; started last,
-    the costliest ran alone at the end of a cold `bypass mul` (2026-12-07: its last 10 s on one core of two)."""
-    return sorted(units, key=lambda unit: -len(unit.text))
+def _largest_first(pool: ThreadPoolExecutor, run: _Run, units: Sequence[Unit]) -> list[Future[_Outcome]]:
+    """UNITS' compiles by RUN, submitted to POOL the largest text first, returned in UNITS' order. Headers take most of
+    a unit's time, and the units that include the most of them (the autograd codegen's, the Python bindings) are also
+    the largest; started last, the costliest ran alone at the end of a cold `bypass mul` (2026-12-07: its last 10 s on
+    one core of two)."""
+    runs = {unit: pool.submit(run.unit, unit) for unit in sorted(units, key=lambda unit: -len(unit.text))}
+    return [runs[unit] for unit in units]
 
 
 def _refused(outcome: _Outcome) -> bool:
