@@ -35,7 +35,7 @@ from codemod.cli import catalog
 from codemod.model.errors import BadInput, VerificationFailed
 from codemod.model.tree import NATIVE_FUNCTIONS, TAGS, TEMPLATES, Tree, locate
 from codemod.plan.plan import FileChange, Plan, make_plan, op_entries
-from tests import sampling
+from tests import sampling, several_ops
 from tests.conftest import TARGET_TREE, run_codemod
 from tests.test_guarded_unit import assert_unit_compiled
 
@@ -315,21 +315,20 @@ def test_several_ops_in_one_command_one_transaction(tmp_path: Path) -> None:
 
 
 def test_a_small_stack_with_full_verification(tree: Path) -> None:
-    """Guarded mul (the tutorial's last step: the build cache holds the docs' compiles of it), then plain div and atan2
-    in one command over it (the tree's codegen once for both ops), each verified in full (compile against libtorch,
-    the tree's codegen, the compile check), then reverted in another order: byte-identical. The second is what
-    test_slim_compile.py verifies: the build cache shares it. (sub's unit of guarded functions, which passes a Scalar
-    on, is compiled over a plain bypass by test_guarded_unit.py.)"""
+    """Guarded mul (the tutorial's last step: the build cache holds the docs' compiles of it), then plain div and the
+    drawn signature class in one command over it (the tree's codegen once for them), each verified in full (compile
+    against libtorch, the tree's codegen, the compile check), then reverted in another order: byte-identical. The state
+    test_slim_compile.py and test_signatures.py verify too (tests/several_ops.py: the build cache shares it). (sub's
+    unit of guarded functions, which passes a Scalar on, is compiled over a plain bypass by test_guarded_unit.py.)"""
     expected = state(tree)
-    guarded = run_codemod("bypass", "mul", "--guarded", "--tree", str(tree))
-    assert guarded.returncode == 0, guarded.stderr
+    guarded = several_ops.bypass_guarded_mul(tree)
     assert_unit_compiled(guarded.stderr, "mul")
-    plain = run_codemod("bypass", "div", "atan2", "--tree", str(tree))
-    assert plain.returncode == 0, plain.stderr
+    plain = several_ops.bypass_plain_ops(tree)
     assert plain.stderr.count("verified: autograd codegen ran clean") == 1
-    assert "at::__dispatch_div" in plain.stderr and "at::__dispatch_atan2" in plain.stderr
-    assert [(j.op, j.mode) for j in journal.bypassed(locate(tree))] == [("mul", "guarded"), ("div", "plain"), ("atan2", "plain")]
-    for op in ("atan2", "mul", "div"):
+    assert all(f"at::__dispatch_{op}" in plain.stderr for op in several_ops.PLAIN_OPS), plain.stderr
+    bypassed = [("mul", "guarded"), *((op, "plain") for op in several_ops.PLAIN_OPS)]
+    assert [(j.op, j.mode) for j in journal.bypassed(locate(tree))] == bypassed
+    for op in (*several_ops.PLAIN_OPS[1:], "mul", "div"):
         result = run_codemod("revert", op, "--tree", str(tree))
         assert result.returncode == 0, result.stderr
     assert state(tree) == expected

@@ -1,9 +1,9 @@
 """A slim tree's bypass is compile-checked against the headers of a full tree built from the installed torch with
 the same bypasses: real torchgen regenerates them, real g++ compiles target_tree/'s files as they are on disk.
 
-One copy of target_tree/ is bypassed (mul, the README's main job); another twice (guarded mul, then div and atan2 in
-one run), so the second run also applies the earlier bypass to the full tree's inputs. Other copies each carry one
-repro: a rewritten header, then broken before a bypass, a caller that reaches at::cpu:: through a macro, a kernel
+One copy of target_tree/ is bypassed (mul, the README's main job); another twice (guarded mul, then div and the
+drawn signature class in one run: tests/several_ops.py), so the second run also applies the earlier bypass to the
+full tree's inputs. Other copies each carry one repro: a rewritten header, then broken before a bypass, a caller that reaches at::cpu:: through a macro, a kernel
 under `#ifdef`, a caller left out in review. Each is mul's bypass or the tutorial's, whose generated sources the build
 cache (CODEMOD_BUILD_CACHE) holds, so only the files a repro changes are compiled.
 """
@@ -24,6 +24,7 @@ from codemod.model.errors import VerificationFailed
 from codemod.model.tree import NATIVE_FUNCTIONS, TEMPLATES, locate
 from codemod.plan.plan import FileChange, Plan, make_plan
 from codemod.verify import overlay_compile
+from tests import several_ops
 from tests.conftest import OUTPUT_SCHEMA, REPO, TARGET_TREE, run_codemod, snapshot
 from tests.test_callers import SPELLED_CALLER, add_spelled_callers
 from tests.test_compile_check import BINARY_OPS, doctored
@@ -91,19 +92,18 @@ def test_the_main_job_on_target_tree_compiles_binaryops_and_the_rewritten_caller
 
 
 def test_several_ops_after_an_earlier_bypass_compile_in_one_verification(tmp_path: Path) -> None:
-    """div and atan2 in one run over guarded mul (the tutorial's last state: the build cache holds the docs' compiles
-    of it), the state test_any_order.py's stack verifies too: the full tree's inputs take mul's guarded bypass first."""
+    """div and the drawn signature class in one run over guarded mul (tests/several_ops.py: the state test_any_order.py
+    and test_signatures.py verify too, shared through the build cache): the full tree's inputs take mul's guarded
+    bypass first."""
     copy = shutil.copytree(TARGET_TREE, tmp_path / "tree")
-    guarded = run_codemod("bypass", "mul", "--guarded", "--no-build", "--tree", str(copy))
-    assert guarded.returncode == 0, guarded.stderr
+    several_ops.bypass_guarded_mul(copy, "--no-build")
     before = snapshot(copy)
-    result = run_codemod("bypass", "div", "atan2", "--tree", str(copy))
-    assert result.returncode == 0, result.stderr
+    result = several_ops.bypass_plain_ops(copy)
     compiled = compiled_files(verified_lines(result.stderr))
     assert BINARY_OPS in compiled
     assert sorted(compiled) == _edited_sources(before, snapshot(copy))
-    assert result.stderr.count("compile check: the full tree's codegen inputs") == 1  # one full tree for both ops
-    for op in ("div", "atan2"):  # each plan captured at most once (a capture of the same inputs is cached), then handed to the full tree
+    assert result.stderr.count("compile check: the full tree's codegen inputs") == 1  # one full tree for every op
+    for op in several_ops.PLAIN_OPS:  # each plan captured at most once (a capture of the same inputs is cached), then handed to the full tree
         assert result.stderr.count(f"capture: torchgen on the entries of {op},") <= 1
 
 
