@@ -23,9 +23,11 @@ reference of any kind is compiled after the bypass (`reaching`), a header or an
 `.inl` through a source of the tree that includes it.
 Calls through `at::_ops::OVERLOAD::call/redispatch` still compile but reach
 another kernel after the bypass: they are listed with file:line too. And an
-unqualified call inside `namespace at::native` of one of the op's functions
-(`mul(a, b)`), which reached `at::mul`, becomes `at::mul(a, b)`: after the
-bypass torchgen declares `at::native::mul` too, and the call would be ambiguous.
+unqualified call of one of the op's functions (`mul(a, b)`) that sees
+at::native's names (inside `namespace at::native`, under `using namespace
+at::native;` or `using at::native::mul;`), which reached `at::mul`, becomes
+`at::mul(a, b)`: after the bypass torchgen declares `at::native::mul` too, and
+the call would be ambiguous.
 """
 from __future__ import annotations
 
@@ -649,18 +651,48 @@ class _FileCallers:
 
 
 def _unqualified_in_native(source: SourceFile, names: set[str], found: Callers) -> None:
-    """Unqualified calls of NAMES inside namespace at::native reached at::NAME, the only NAME there was; after the bypass
-    torchgen declares at::native::NAME too, and g++ finds the call ambiguous. Each becomes at::NAME, the function it
-    called (PyTorch's TensorConversions.cpp calls _convert_indices_from_coo_to_csr so)."""
+    """Unqualified calls of NAMES that see at::native's names (inside namespace at::native, or under a using-directive
+    or using-declaration of it) reached at::NAME, the only NAME there was; after the bypass torchgen declares
+    at::native::NAME too, and g++ finds the call ambiguous. Each becomes at::NAME, the function it called (PyTorch's
+    TensorConversions.cpp calls _convert_indices_from_coo_to_csr so)."""
     for node in cpp_syntax.walk(source.src.root):
         function = node.child_by_field_name("function") if node.type == "call_expression" else None
         if function is None or function.type != "identifier" or cpp_syntax.text(function) not in names:
             continue
-        if cpp_syntax.namespaces(node)[:2] == ("at", "native"):
-            name, line = cpp_syntax.text(function), function.start_point[0]
+        name, line = cpp_syntax.text(function), function.start_point[0]
+        seen = _native_seen_from(node, name)
+        if seen is not None:
             why = f"at::native::{name} is declared after the bypass: the unqualified call would be ambiguous"
             found.edits.append(Edit(source.rel, function.start_byte, function.end_byte, f"at::{name}", why))
-            found.rewritten.append(Leftover(source.rel, line + 1, _line(source, line), f"{name}, unqualified in at::native"))
+            found.rewritten.append(Leftover(source.rel, line + 1, _line(source, line), f"{name}, unqualified {seen}"))
+
+
+# The scopes a using-directive or using-declaration holds in, from where it stands to their end.
+_SCOPES = ("translation_unit", "declaration_list", "compound_statement")
+
+
+def _native_seen_from(call: Node, name: str) -> str | None:
+    """How the unqualified CALL of NAME sees at::native's names: inside the namespace, or under a using-directive or
+    using-declaration (of NAME) before it in an enclosing scope; None if it does not."""
+    if cpp_syntax.namespaces(call)[:2] == ("at", "native"):
+        return "in at::native"
+    scope = call.parent
+    while scope is not None:
+        if scope.type in _SCOPES:
+            for using in scope.named_children:
+                if using.type == "using_declaration" and using.end_byte <= call.start_byte and _names_native(using, name):
+                    return f"under `{cpp_syntax.text(using)}`"
+        scope = scope.parent
+    return None
+
+
+def _names_native(using: Node, name: str) -> bool:
+    """Whether USING (`using namespace X;` or `using X;`) brings at::native, or at::native::NAME, into its scope."""
+    named = cpp_syntax.text(using.named_children[-1]).replace(" ", "").removeprefix("::")
+    directive = any(child.type == "namespace" for child in using.children)
+    target = named if directive else named.removesuffix(f"::{name}") if named.endswith(f"::{name}") else None
+    inside_at = cpp_syntax.namespaces(using)[:1] == ("at",)
+    return target == "at::native" or (inside_at and target == "native")
 
 
 def _unqualified_call(names: set[str]) -> re.Pattern[str]:
