@@ -87,6 +87,9 @@ SPELLINGS = (
     "pasted namespace", "pasted name", "name macro", "name argument", "call macro", "nested macros", "using declaration",
     "using directive", "using directive of an alias", "inside the namespace", "unseen paste", "unseen namespace macro",
 )
+# How an unqualified call sees at::native's names: it then reached at::NAME, and after the bypass torchgen declares
+# at::native::NAME beside it (the op's native API), so it is qualified at::NAME.
+SEES_NATIVE = ("using declaration", "using directive", "using directive of an alias", "inside the namespace")
 # What these reach depends on more than the site (the scope; a macro the tool cannot see, which may paste or qualify
 # the name): listing one that cannot reach is conservative, not wrong.
 JUDGED_ANYWAY = (
@@ -215,7 +218,9 @@ def changed_lines(plan: Plan) -> dict[str, set[int]]:
 def test_every_spelling_is_rewritten_listed_or_judged_and_compiled(generated: list[Site]) -> None:
     """Each site that reaches a removed function is rewritten, or listed at one of its lines (to edit, or judged by
     the compile check), and its file is compiled (a header through its host, or alone); nothing is listed at a
-    line that cannot reach one; "every reference was rewritten" only when each such site was rewritten."""
+    line that cannot reach one; "every reference was rewritten" only when each such site was rewritten. An
+    unqualified call of a name the bypass declares in at::native, where at::native's names are seen, is qualified
+    at::NAME and compiled."""
     print(f"seed {SEED} (CODEMOD_SPELLINGS_SEED={SEED} replays it): {generated}")
     with tempfile.TemporaryDirectory(prefix="codemod-spellings-") as scratch:
         tree = Path(scratch) / "tree"
@@ -228,7 +233,12 @@ def test_every_spelling_is_rewritten_listed_or_judged_and_compiled(generated: li
     listed = {(x.path, x.line) for x in plan.leftovers if x.needs_edit}
     changed = changed_lines(plan)
     rewritten = {site for site in generated if changed.get(site.file, set()) & set(references[site])}
+    declared_native = set(plan.capture.native_kernels.values()) & {f.name for f in plan.capture.functions}
     for site in generated:
+        if site.namespace == "native" and site.name in declared_native and site.spelling in SEES_NATIVE:
+            after = next(c.after.decode() for c in plan.changes if c.path == site.file).splitlines()
+            assert any(f"at::{site.name}(x{site.number}, y)" in after[line - 1] for line in references[site]), site
+            assert site.file in plan.reaching, f"{site}: not compiled"
         covered = site in rewritten or any((site.file, line) in listed for line in references[site])
         if site.reaches:
             assert covered, f"{site}: neither rewritten nor listed"

@@ -60,6 +60,7 @@ _IDENTIFIER = re.compile(r"[A-Za-z_]\w*")
 _NOT_CODE = re.compile(r"""//[^\n]*|/\*.*?\*/|"(?:\\.|[^"\\\n])*"|'(?:\\.|[^'\\\n])*'""", re.S)
 _INCLUDE = re.compile(r"""^[ \t]*#[ \t]*include[ \t]*([<"])([^>"\n]+)[>"]""", re.M)
 _ALIAS = re.compile(r"\bnamespace\s+(\w+)\s*=\s*(?:::\s*)?at\s*::\s*(cpu|redispatch)\s*;")
+_NATIVE_ALIAS = re.compile(r"\bnamespace\s+(\w+)\s*=\s*(?:::\s*)?at\s*::\s*native\s*;")
 _DEFINE = re.compile(r"^[ \t]*(#[ \t]*define[ \t]+\w+(?:[^\n]*\\\n)*[^\n]*)", re.M)
 
 
@@ -293,7 +294,8 @@ def caller_edits(tree: Tree, capture: Capture) -> Callers:
         source = None
         if called_unqualified is not None and called_unqualified.search(scan.code(rel)):
             source = SourceFile.read(tree, rel)
-            _unqualified_in_native(source, declared, found)
+            aliases = {alias for seen in (rel, *scan.visible(rel)) for alias in _NATIVE_ALIAS.findall(scan.code(seen))}
+            _unqualified_in_native(source, declared, found, aliases)
         if struct_reference is not None and not rel.startswith("aten/src/ATen/native/"):
             source = source or SourceFile.read(tree, rel)
             for line, _ in _references(scan.code(rel), struct_reference):
@@ -650,17 +652,18 @@ class _FileCallers:
         return Leftover(self.source.rel, line + 1, self.lines[line], why)
 
 
-def _unqualified_in_native(source: SourceFile, names: set[str], found: Callers) -> None:
+def _unqualified_in_native(source: SourceFile, names: set[str], found: Callers, aliases: set[str]) -> None:
     """Unqualified calls of NAMES that see at::native's names (inside namespace at::native, or under a using-directive
-    or using-declaration of it) reached at::NAME, the only NAME there was; after the bypass torchgen declares
-    at::native::NAME too, and g++ finds the call ambiguous. Each becomes at::NAME, the function it called (PyTorch's
-    TensorConversions.cpp calls _convert_indices_from_coo_to_csr so)."""
+    or using-declaration of it or of one of its ALIASES, which the file or a file it sees defines) reached at::NAME,
+    the only NAME there was; after the bypass torchgen declares at::native::NAME too, and g++ finds the call ambiguous.
+    Each becomes at::NAME, the function it called (PyTorch's TensorConversions.cpp calls
+    _convert_indices_from_coo_to_csr so)."""
     for node in cpp_syntax.walk(source.src.root):
         function = node.child_by_field_name("function") if node.type == "call_expression" else None
         if function is None or function.type != "identifier" or cpp_syntax.text(function) not in names:
             continue
         name, line = cpp_syntax.text(function), function.start_point[0]
-        seen = _native_seen_from(node, name)
+        seen = _native_seen_from(node, name, aliases)
         if seen is not None:
             why = f"at::native::{name} is declared after the bypass: the unqualified call would be ambiguous"
             found.edits.append(Edit(source.rel, function.start_byte, function.end_byte, f"at::{name}", why))
@@ -671,28 +674,38 @@ def _unqualified_in_native(source: SourceFile, names: set[str], found: Callers) 
 _SCOPES = ("translation_unit", "declaration_list", "compound_statement")
 
 
-def _native_seen_from(call: Node, name: str) -> str | None:
+def _native_seen_from(call: Node, name: str, aliases: set[str]) -> str | None:
     """How the unqualified CALL of NAME sees at::native's names: inside the namespace, or under a using-directive or
-    using-declaration (of NAME) before it in an enclosing scope; None if it does not."""
+    using-declaration (of NAME) before it in an enclosing scope, naming at::native or one of its ALIASES; None if it
+    does not (a namespace whose own using-directive brings at::native is not followed)."""
     if cpp_syntax.namespaces(call)[:2] == ("at", "native"):
         return "in at::native"
     scope = call.parent
     while scope is not None:
         if scope.type in _SCOPES:
             for using in scope.named_children:
-                if using.type == "using_declaration" and using.end_byte <= call.start_byte and _names_native(using, name):
+                if using.type == "using_declaration" and using.end_byte <= call.start_byte and _names_native(using, name, aliases):
                     return f"under `{cpp_syntax.text(using)}`"
         scope = scope.parent
     return None
 
 
-def _names_native(using: Node, name: str) -> bool:
-    """Whether USING (`using namespace X;` or `using X;`) brings at::native, or at::native::NAME, into its scope."""
-    named = cpp_syntax.text(using.named_children[-1]).replace(" ", "").removeprefix("::")
+def _names_native(using: Node, name: str, aliases: set[str]) -> bool:
+    """Whether USING (`using namespace X;` or `using X::NAME;`) brings at::native's names, or at::native::NAME, into
+    its scope."""
+    named = _namespace_path(using.named_children[-1])
     directive = any(child.type == "namespace" for child in using.children)
     target = named if directive else named.removesuffix(f"::{name}") if named.endswith(f"::{name}") else None
-    inside_at = cpp_syntax.namespaces(using)[:1] == ("at",)
-    return target == "at::native" or (inside_at and target == "native")
+    return target is not None and _is_native(target, using, aliases)
+
+
+def _is_native(path: str, where: Node, aliases: set[str]) -> bool:
+    """Whether the namespace PATH, spelled at WHERE, is at::native."""
+    return path == "at::native" or path in aliases or (path == "native" and cpp_syntax.namespaces(where)[:1] == ("at",))
+
+
+def _namespace_path(node: Node) -> str:
+    return cpp_syntax.text(node).replace(" ", "").removeprefix("::")
 
 
 def _unqualified_call(names: set[str]) -> re.Pattern[str]:
