@@ -2,10 +2,11 @@
 
     python benchmarks/exhaustive.py [TEST ...] [--seed N] [--record]
 
-Runs pytest, in this process, on the tests marked `sampled` (tests/sampling.py) under TEST (default: tests/),
-with --sample-all: every ordered pair of ops in every pair of modes, every op stacked, every signature class in one
-verified bypass, every layout the issues named and 100 drawn ones, every op `ops` lists dry-run, every op against
-torch, 30 spoiled journals, logs and reports each, every crash point, every math op's dry run. Per test: how many
+Runs pytest (on the suite's xdist workers; it collects in this process first, to know what each test draws from) on
+the tests marked `sampled` (tests/sampling.py) under TEST (default: tests/), with --sample-all: every ordered pair of
+ops in every pair of modes, every op stacked, every signature class in one verified bypass, every layout the issues
+named and 100 drawn ones, every op `ops` lists dry-run, every op against torch, 30 spoiled journals, logs and reports
+each, every crash point, every math op's dry run. Per test: how many
 items (or hypothesis examples) ran, which failed and why, seconds. Takes hours at full load: run it with `nice`.
 --record merges each test's figures, with the date, the seed and the load, into benchmarks/results/exhaustive.json;
 `python docs/generate.py` renders them into docs/layout.md and docs/safety.md. Stopped by SIGINT or SIGTERM (Ctrl-C,
@@ -72,7 +73,14 @@ def main() -> int:
         signal.signal(stop, signal.default_int_handler)
     outcomes = Outcomes()
     seed = ["--sample-seed", str(args.seed)] if args.seed is not None else []
-    code = pytest.main(["-q", "-p", "no:cacheprovider", "--sample-all", *seed, "-m", "sampled", *args.tests], plugins=[outcomes])
+    selected = ["-q", "-p", "no:cacheprovider", "--sample-all", *seed, "-m", "sampled", *args.tests]
+    # What each test draws from, and how many items: collected here, in this process (xdist's workers, which run the
+    # tests, collect for themselves, and this plugin sees only their reports).
+    collected = pytest.main([*selected, "--collect-only", "-n", "0"], plugins=[outcomes])
+    if collected != pytest.ExitCode.OK:
+        print(f"collecting the tests: pytest exited {collected}", file=sys.stderr)
+        return 2
+    code = pytest.main(selected, plugins=[outcomes])
     if code not in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED, pytest.ExitCode.INTERRUPTED):
         print(f"pytest exited {code}", file=sys.stderr)
         return 2
