@@ -87,15 +87,12 @@ SPELLINGS = (
     "pasted namespace", "pasted name", "name macro", "name argument", "call macro", "nested macros", "using declaration",
     "using directive", "using directive of an alias", "inside the namespace", "unseen paste", "unseen namespace macro",
 )
-# How an unqualified call sees at::native's names: it then reached at::NAME, and after the bypass torchgen declares
-# at::native::NAME beside it (the op's native API), so it is qualified at::NAME.
-SEES_NATIVE = ("using declaration", "using directive", "using directive of an alias", "inside the namespace")
+# The spellings whose call is unqualified: what it reaches is what its scope sees. One of at::native (where a name
+# the bypass declares in at::native is seen) reached at::NAME, and is qualified at::NAME.
+UNQUALIFIED = ("using declaration", "using directive", "using directive of an alias", "inside the namespace")
 # What these reach depends on more than the site (the scope; a macro the tool cannot see, which may paste or qualify
 # the name): listing one that cannot reach is conservative, not wrong.
-JUDGED_ANYWAY = (
-    "using declaration", "using directive", "using directive of an alias", "inside the namespace", "unseen paste",
-    "unseen namespace macro",
-)
+JUDGED_ANYWAY = (*UNQUALIFIED, "unseen paste", "unseen namespace macro")
 INCLUDED = (".inl", ".h", ".hxx", ".ipp", ".tcc", "")  # by a .cpp ("": a file without suffix)
 PLACEMENTS = (".cpp", ".cc", *INCLUDED, ".hpp")  # the .hpp: included by nothing
 MACROS_IN = ("file", "header", "host")  # host: a header the including .cpp includes first (the file does not)
@@ -235,7 +232,7 @@ def test_every_spelling_is_rewritten_listed_or_judged_and_compiled(generated: li
     rewritten = {site for site in generated if changed.get(site.file, set()) & set(references[site])}
     declared_native = set(plan.capture.native_kernels.values()) & {f.name for f in plan.capture.functions}
     for site in generated:
-        if site.namespace == "native" and site.name in declared_native and site.spelling in SEES_NATIVE:
+        if site.namespace == "native" and site.name in declared_native and site.spelling in UNQUALIFIED:
             after = next(c.after.decode() for c in plan.changes if c.path == site.file).splitlines()
             assert any(f"at::{site.name}(x{site.number}, y)" in after[line - 1] for line in references[site]), site
             assert site.file in plan.reaching, f"{site}: not compiled"

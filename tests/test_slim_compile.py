@@ -3,8 +3,8 @@ the same bypasses: real torchgen regenerates them, real g++ compiles target_tree
 
 One copy of target_tree/ is bypassed (mul, the README's main job); another twice (guarded mul, then div and the
 drawn signature class in one run: tests/several_ops.py), so the second run also applies the earlier bypass to the
-full tree's inputs. Other copies each carry one repro: a rewritten header, then broken before a bypass, a caller that reaches at::cpu:: through a macro, a kernel
-under `#ifdef`, a caller left out in review. Each is mul's bypass or the tutorial's, whose generated sources the build
+full tree's inputs. Other copies each carry one repro: a rewritten header, then broken before a bypass, a caller that
+reaches at::cpu:: through a macro, a kernel under `#ifdef`, a caller left out in review. Each is mul's bypass or the tutorial's, whose generated sources the build
 cache (CODEMOD_BUILD_CACHE) holds, so only the files a repro changes are compiled.
 """
 from __future__ import annotations

@@ -59,8 +59,7 @@ _IDENTIFIER = re.compile(r"[A-Za-z_]\w*")
 # Comments and string literals, blanked before any text scan (a name in them reaches nothing).
 _NOT_CODE = re.compile(r"""//[^\n]*|/\*.*?\*/|"(?:\\.|[^"\\\n])*"|'(?:\\.|[^'\\\n])*'""", re.S)
 _INCLUDE = re.compile(r"""^[ \t]*#[ \t]*include[ \t]*([<"])([^>"\n]+)[>"]""", re.M)
-_ALIAS = re.compile(r"\bnamespace\s+(\w+)\s*=\s*(?:::\s*)?at\s*::\s*(cpu|redispatch)\s*;")
-_NATIVE_ALIAS = re.compile(r"\bnamespace\s+(\w+)\s*=\s*(?:::\s*)?at\s*::\s*native\s*;")
+_ALIAS = re.compile(r"\bnamespace\s+(\w+)\s*=\s*(?:::\s*)?at\s*::\s*(\w+)\s*;")  # alias, then the namespace of at::
 _DEFINE = re.compile(r"^[ \t]*(#[ \t]*define[ \t]+\w+(?:[^\n]*\\\n)*[^\n]*)", re.M)
 
 
@@ -238,7 +237,7 @@ class _Scan:
     def _own_context(self, rel: str) -> _Context:
         if rel not in self._own:
             code = self.code(rel)
-            aliases = dict(_ALIAS.findall(code))
+            aliases = {alias: namespace for alias, namespace in _ALIAS.findall(code) if namespace in NAMESPACES}
             names = "|".join(sorted(map(re.escape, self.names)))
             self._own[rel] = _Context(
                 names_namespace=_namespace_named(code, aliases) is not None,
@@ -294,8 +293,8 @@ def caller_edits(tree: Tree, capture: Capture) -> Callers:
         source = None
         if called_unqualified is not None and called_unqualified.search(scan.code(rel)):
             source = SourceFile.read(tree, rel)
-            aliases = {alias for seen in (rel, *scan.visible(rel)) for alias in _NATIVE_ALIAS.findall(scan.code(seen))}
-            _unqualified_in_native(source, declared, found, aliases)
+            aliases = {alias for seen in (rel, *scan.visible(rel)) for alias, namespace in _ALIAS.findall(scan.code(seen)) if namespace == "native"}
+            _unqualified_seeing_native(source, declared, found, aliases)
         if struct_reference is not None and not rel.startswith("aten/src/ATen/native/"):
             source = source or SourceFile.read(tree, rel)
             for line, _ in _references(scan.code(rel), struct_reference):
@@ -652,7 +651,7 @@ class _FileCallers:
         return Leftover(self.source.rel, line + 1, self.lines[line], why)
 
 
-def _unqualified_in_native(source: SourceFile, names: set[str], found: Callers, aliases: set[str]) -> None:
+def _unqualified_seeing_native(source: SourceFile, names: set[str], found: Callers, aliases: set[str]) -> None:
     """Unqualified calls of NAMES that see at::native's names (inside namespace at::native, or under a using-directive
     or using-declaration of it or of one of its ALIASES, which the file or a file it sees defines) reached at::NAME,
     the only NAME there was; after the bypass torchgen declares at::native::NAME too, and g++ finds the call ambiguous.
