@@ -455,6 +455,22 @@ def command_latency(_outputs: dict) -> str:
             "the load: compare CPU.\n")
 
 
+def gcc_collection(_outputs: dict) -> str:
+    """benchmarks/gcc_collection.py: the compile check with COLLECT_LESS against g++'s default garbage collection."""
+    record = _recorded("gcc_collection")
+    rows = ["| round | run first | with: CPU | wall | peak | without: CPU | wall | peak |", "|---:|---|---:|---:|---:|---:|---:|---:|"]
+    for number, runs in enumerate(record["rounds"], 1):
+        way = {run["collect_less"]: run for run in runs}
+        rows.append(f"| {number} | {'with' if runs[0]['collect_less'] else 'without'} | "
+                    + " | ".join(f"{way[w]['cpu_s']:.0f} s | {way[w]['wall_s']:.0f} s | {way[w]['peak_mb']:,} MB" for w in (True, False)) + " |")
+    with_cpu, without_cpu = (sum(run["cpu_s"] for runs in record["rounds"] for run in runs if run["collect_less"] is w) for w in (True, False))
+    same = "the same bytes" if record["same_object"] else "different bytes"
+    return ("\n".join(rows) + f"\n\n`bypass {record['op']} --no-build` in an empty build cache, with `{record['flag']}` and "
+            f"without: {with_cpu / without_cpu:.2f} times the CPU (user + system of the command and every process it waited "
+            f"for), peak the largest memory of one process. target_tree/'s BinaryOps.cpp compiled both ways at one path: "
+            f"{same}. " + _measured_when(record) + "\n")
+
+
 def _sweeps() -> list[tuple[str, dict]]:
     """Each recorded sweep (benchmarks/op_sweep.py --record LABEL): its label and record, by label."""
     return [(path.stem.removeprefix("op_sweep-"), _recorded(path.stem)) for path in sorted(RESULTS.glob("op_sweep-*.json"))]
@@ -650,6 +666,7 @@ GENERATED_TEXT: dict[str, Callable[[dict], str]] = {
     "tutorial/commands": tutorial_commands,
     "figures/tutorial-timings": tutorial_timings,
     "figures/command-latency": command_latency,
+    "figures/gcc-collection": gcc_collection,
     "figures/fresh-setup": fresh_setup_figures,
     "figures/bench-mul": bench_figures,
     "figures/op-sweep": op_sweep_figures,
