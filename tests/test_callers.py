@@ -267,24 +267,30 @@ at::Tensor codemod_fixture_declared(const at::Tensor& a) {
   using at::native::mul;
   return mul(a, a);
 }
+
+at::Tensor codemod_fixture_declared_among_others(const at::Tensor& a) {
+  using at::native::sub, at::native::mul;  // C++17: several in one
+  return mul(a, a);
+}
 """
-# The three calls that see at::native's names, as the bypass qualifies them.
+# The four calls that see at::native's names, as the bypass qualifies them.
 UNQUALIFIED_BYPASSED = (
     UNQUALIFIED_TEXT.replace("Tensor& a) {\n  return mul(", "Tensor& a) {\n  return at::mul(", 1)
     .replace("using namespace at::native;\n\nat::Tensor squared(const at::Tensor& a) {\n  return mul(",
              "using namespace at::native;\n\nat::Tensor squared(const at::Tensor& a) {\n  return at::mul(")
     .replace("using at::native::mul;\n  return mul(", "using at::native::mul;\n  return at::mul(")
+    .replace("several in one\n  return mul(", "several in one\n  return at::mul(")
 )
 
 
 def test_an_unqualified_call_that_sees_at_native_becomes_at_qualified_and_compiles(tree: Path) -> None:
     """Found by the sweep of PyTorch's own TensorConversions.cpp: g++ found the call ambiguous after the bypass (inside
-    at::native; a using-directive or using-declaration of it is the same lookup: the next test shows g++'s verdict on
-    one left as it was)."""
+    at::native; a using-directive or using-declaration of it, one name or several, is the same lookup: the next test
+    shows g++'s verdict on one left as it was)."""
     (tree / UNQUALIFIED).write_text(UNQUALIFIED_TEXT)
     run = run_codemod("bypass", "mul", "--tree", str(tree), "--no-build", "--json")
     assert run.returncode == 0, run.stderr
-    assert UNQUALIFIED_BYPASSED.count("at::mul(a, a)") == 3
+    assert UNQUALIFIED_BYPASSED.count("at::mul(a, a)") == 4
     assert (tree / UNQUALIFIED).read_text() == UNQUALIFIED_BYPASSED
     (compiled,) = [line for line in json.loads(run.stdout)["verified"] if " compiles " in line]
     assert UNQUALIFIED in compiled

@@ -608,28 +608,51 @@ class _FileCallers:
 
     def _mention(self, node: Node, found: Callers) -> None:
         name = cpp_syntax.text(node)
+        using = _enclosing_using_declaration(node)
+        if using is not None:
+            for start, end, path in _declarators(self.source.src.data, using):
+                if start <= node.start_byte < end:
+                    self._declared(using, start, end, path, name, found)
+            return
         named = node.parent if node.parent is not None and node.parent.type == "template_function" else node
         if named.parent is not None and named.parent.type == "qualified_identifier" and named.parent.child_by_field_name("name") == named:
             self._qualified(_outermost_qualified(named.parent), name, found)
 
     def _qualified(self, qualified: Node, name: str, found: Callers) -> None:
-        scope = re.sub(r"\s+", "", self.source.src.text(qualified)).removeprefix("::").rsplit("::", 1)[0]
-        namespace = self._namespace_of(scope)
-        if namespace is None or name not in self.gone[namespace]:
+        namespace = self._removed_in(re.sub(r"\s+", "", self.source.src.text(qualified)).removeprefix("::"), name)
+        if namespace is None:
             return  # another function, or a spelling the net judges
         parent = qualified.parent
-        why = f"{namespace}::{name} is gone after the bypass"
+        replacements = None
         if parent.type == "call_expression" and parent.child_by_field_name("function") == qualified:
             replacements = _rewrite(self.source, parent, namespace, name, self.functions, self.methods)
-        elif parent.type == "using_declaration" and namespace == "cpu" and name in self.functions:
-            replacements = [(qualified.start_byte, qualified.end_byte, f"at::{name}")]
-        else:
-            replacements = None
-        if replacements is None:
-            found.leftovers.append(self._at(qualified, "not a call the tool can rewrite; edit it by hand"))
+        self._resolved(qualified, namespace, name, replacements, found)
+
+    def _declared(self, using: Node, start: int, end: int, path: str, name: str, found: Callers) -> None:
+        """The declarator PATH (bytes START to END of USING) of a using-declaration: one naming a removed at::cpu
+        function declares at::NAME instead, the function the unqualified calls under it reach after the bypass."""
+        namespace = self._removed_in(path, name)
+        if namespace is None:
             return
+        spelled_plainly = not re.search(rb"/[/*]", self.source.src.data[start:end])  # a comment in it: left to a human
+        rewritable = namespace == "cpu" and name in self.functions and spelled_plainly
+        self._resolved(using, namespace, name, [(start, end, f"at::{name}")] if rewritable else None, found)
+
+    def _removed_in(self, path: str, name: str) -> str | None:
+        """The namespace ("cpu", "redispatch") whose function NAME the bypass removed, when PATH (SCOPE::NAME, no
+        spaces or leading ::) names it; else None."""
+        scope, _, last = path.rpartition("::")
+        namespace = self._namespace_of(scope) if last == name else None
+        return namespace if namespace is not None and name in self.gone[namespace] else None
+
+    def _resolved(self, at: Node, namespace: str, name: str, replacements: list[tuple[int, int, str]] | None, found: Callers) -> None:
+        """A reference AT to the removed NAMESPACE::NAME: rewritten by REPLACEMENTS, or listed to edit by hand (None)."""
+        if replacements is None:
+            found.leftovers.append(self._at(at, "not a call the tool can rewrite; edit it by hand"))
+            return
+        why = f"{namespace}::{name} is gone after the bypass"
         found.edits.extend(Edit(self.source.rel, start, end, text, why) for start, end, text in replacements)
-        found.rewritten.append(self._at(qualified, f"at::{namespace}::{name}, which the bypass removed"))
+        found.rewritten.append(self._at(at, f"at::{namespace}::{name}, which the bypass removed"))
 
     def _namespace_of(self, scope: str) -> str | None:
         """"cpu" or "redispatch" when SCOPE names at::cpu / at::redispatch (itself, or an alias of it)."""
@@ -662,7 +685,7 @@ def _unqualified_seeing_native(source: SourceFile, names: set[str], found: Calle
         if function is None or function.type != "identifier" or cpp_syntax.text(function) not in names:
             continue
         name, line = cpp_syntax.text(function), function.start_point[0]
-        seen = _native_seen_from(node, name, aliases)
+        seen = _native_seen_from(node, name, aliases, source.src.data)
         if seen is not None:
             why = f"at::native::{name} is declared after the bypass: the unqualified call would be ambiguous"
             found.edits.append(Edit(source.rel, function.start_byte, function.end_byte, f"at::{name}", why))
@@ -673,29 +696,66 @@ def _unqualified_seeing_native(source: SourceFile, names: set[str], found: Calle
 _SCOPES = ("translation_unit", "declaration_list", "compound_statement")
 
 
-def _native_seen_from(call: Node, name: str, aliases: set[str]) -> str | None:
+def _native_seen_from(call: Node, name: str, aliases: set[str], data: bytes) -> str | None:
     """How the unqualified CALL of NAME sees at::native's names: inside the namespace, or under a using-directive or
     using-declaration (of NAME) before it in an enclosing scope, naming at::native or one of its ALIASES; None if it
-    does not (a namespace whose own using-directive brings at::native is not followed)."""
+    does not (a namespace whose own using-directive brings at::native is not followed). DATA: the file's bytes."""
     if cpp_syntax.namespaces(call)[:2] == ("at", "native"):
         return "in at::native"
     scope = call.parent
     while scope is not None:
         if scope.type in _SCOPES:
             for using in scope.named_children:
-                if using.type == "using_declaration" and using.end_byte <= call.start_byte and _names_native(using, name, aliases):
+                if using.type == "using_declaration" and using.end_byte <= call.start_byte and _names_native(using, name, aliases, data):
                     return f"under `{cpp_syntax.text(using)}`"
         scope = scope.parent
     return None
 
 
-def _names_native(using: Node, name: str, aliases: set[str]) -> bool:
-    """Whether USING (`using namespace X;` or `using X::NAME;`) brings at::native's names, or at::native::NAME, into
-    its scope."""
-    named = _namespace_path(using.named_children[-1])
-    directive = any(child.type == "namespace" for child in using.children)
-    target = named if directive else named.removesuffix(f"::{name}") if named.endswith(f"::{name}") else None
-    return target is not None and _is_native(target, using, aliases)
+def _names_native(using: Node, name: str, aliases: set[str], data: bytes) -> bool:
+    """Whether USING (`using namespace X;`, or `using X::NAME;` among its declarators) brings at::native's names, or
+    at::native::NAME, into its scope. DATA: the file's bytes."""
+    if _is_directive(using):
+        return _is_native(_namespace_path(using.named_children[-1]), using, aliases)
+    return any(path.endswith(f"::{name}") and _is_native(path.removesuffix(f"::{name}"), using, aliases) for _, _, path in _declarators(data, using))
+
+
+def _enclosing_using_declaration(node: Node) -> Node | None:
+    """The using-declaration (not a using-directive) NODE is part of, if any."""
+    while node is not None and node.type != "using_declaration":
+        node = node.parent
+    return None if node is None or _is_directive(node) else node
+
+
+def _is_directive(using: Node) -> bool:
+    """Whether USING (a using_declaration node) is a using-directive (`using namespace X;`)."""
+    return any(child.type == "namespace" for child in using.children)
+
+
+_COMMENT = re.compile(r"/\*.*?\*/|//[^\n]*", re.DOTALL)
+
+
+def _declarators(data: bytes, using: Node) -> list[tuple[int, int, str]]:
+    """What the using-declaration USING declares, each as (start byte, end byte, its path without spaces, comments or
+    a leading ::). C++17 lets one declare several (`using at::cpu::mul, at::cpu::add;`), which tree-sitter-cpp parses
+    as one mangled name: so they are split at the commas outside brackets, from the text."""
+    start = using.children[0].end_byte  # after `using`
+    end = using.children[-1].start_byte if using.children[-1].type == ";" else using.end_byte
+    spans, depth, begin = [], 0, start
+    for at in range(start, end):
+        byte = data[at]
+        depth += (byte in b"<([") - (byte in b">)]")
+        if byte == ord(",") and depth == 0:
+            spans.append((begin, at))
+            begin = at + 1
+    spans.append((begin, end))
+    found = []
+    for first, last in spans:
+        text = data[first:last].decode(errors="replace")
+        first, last = first + len(text) - len(text.lstrip()), last - (len(text) - len(text.rstrip()))
+        path = re.sub(r"\s+", "", _COMMENT.sub("", text).strip().removeprefix("typename ")).removeprefix("::")
+        found.append((first, last, path))
+    return found
 
 
 def _is_native(path: str, where: Node, aliases: set[str]) -> bool:
