@@ -8,8 +8,8 @@ empty build cache of its own, ROUNDS times (default 2) each way, alternating whi
 the command and every process it waited for (user + system; g++ nearly all of it), its wall time, and the largest
 peak memory of one of those processes. Then whether the flag changes what g++ writes: target_tree/'s BinaryOps.cpp
 compiled both ways at one path (an object holds its source's path: the runs' objects differ by their scratch
-directories alone), against the installed torch's headers. Writes benchmarks/results/gcc_collection.json; `python docs/generate.py` renders it. Figures for a person; nothing asserts
-a time.
+directories alone), against the installed torch's headers. Writes benchmarks/results/gcc_collection.json;
+`python docs/generate.py` renders it. Figures for a person; nothing asserts a time.
 """
 from __future__ import annotations
 

@@ -623,9 +623,8 @@ class _FileCallers:
         if namespace is None:
             return  # another function, or a spelling the net judges
         parent = qualified.parent
-        replacements = None
-        if parent.type == "call_expression" and parent.child_by_field_name("function") == qualified:
-            replacements = _rewrite(self.source, parent, namespace, name, self.functions, self.methods)
+        called = parent.type == "call_expression" and parent.child_by_field_name("function") == qualified
+        replacements = _rewrite(self.source, parent, namespace, name, self.functions, self.methods) if called else None
         self._resolved(qualified, namespace, name, replacements, found)
 
     def _declared(self, using: Node, start: int, end: int, path: str, name: str, found: Callers) -> None:
@@ -634,7 +633,8 @@ class _FileCallers:
         namespace = self._removed_in(path, name)
         if namespace is None:
             return
-        spelled_plainly = not re.search(rb"/[/*]", self.source.src.data[start:end])  # a comment in it: left to a human
+        text = self.source.src.data[start:end].decode(errors="replace")
+        spelled_plainly = _blanked(text) == text  # a comment in it: left to a human
         rewritable = namespace == "cpu" and name in self.functions and spelled_plainly
         self._resolved(using, namespace, name, [(start, end, f"at::{name}")] if rewritable else None, found)
 
@@ -732,9 +732,6 @@ def _is_directive(using: Node) -> bool:
     return any(child.type == "namespace" for child in using.children)
 
 
-_COMMENT = re.compile(r"/\*.*?\*/|//[^\n]*", re.DOTALL)
-
-
 def _declarators(data: bytes, using: Node) -> list[tuple[int, int, str]]:
     """What the using-declaration USING declares, each as (start byte, end byte, its path without spaces, comments or
     a leading ::). C++17 lets one declare several (`using at::cpu::mul, at::cpu::add;`), which tree-sitter-cpp parses
@@ -753,7 +750,7 @@ def _declarators(data: bytes, using: Node) -> list[tuple[int, int, str]]:
     for first, last in spans:
         text = data[first:last].decode(errors="replace")
         first, last = first + len(text) - len(text.lstrip()), last - (len(text) - len(text.rstrip()))
-        path = re.sub(r"\s+", "", _COMMENT.sub("", text).strip().removeprefix("typename ")).removeprefix("::")
+        path = re.sub(r"\s+", "", _blanked(text).strip().removeprefix("typename ")).removeprefix("::")
         found.append((first, last, path))
     return found
 
