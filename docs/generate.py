@@ -626,8 +626,9 @@ def suite_cost_line(_outputs: dict) -> str:
         return (f"The tests are not timed as a whole yet: {NOT_TIMED} ([its last run](docs/layout.md#what-the-tests-cost) "
                 f"covered {len(record['covered'])} of the {record['suite_files']} test files).")
     load = record["load_average"]
+    again = f"; run again, {_minutes(record['again']['wall_s'])}" if "again" in record else ""
     return (f"The tests take {_minutes(record['wall_s'])} on {record['cpus']} cores ({record['machine']}) at load average {load['before']:.1f} "
-            f"({record['date']}; {_outcome_counts(record)}); a line names each file as it finishes, with its outcomes and seconds, and the total time ends the run. "
+            f"({record['date']}; {_outcome_counts(record)}{again}); a line names each file as it finishes, with its outcomes and seconds, and the total time ends the run. "
             "[What each file costs](docs/layout.md#what-the-tests-cost).")  # the end marker follows on this line
 
 
@@ -643,8 +644,18 @@ def suite_cost_figures(_outputs: dict) -> str:
     run = f"`{record['command']}`" if _whole_suite(record) else (
         f"Not the whole suite: only {_covered(record)}, `{record['command']}`")
     return (f"{run}: {_outcome_counts(record)} in {_minutes(record['wall_s'])} wall, "
-            f"{_minutes(record['cpu_s'])} CPU (user + system of every process it ran). " + _measured_when(record)
+            f"{_minutes(record['cpu_s'])} CPU (user + system of every process it ran). " + _again(record) + _measured_when(record)
             + "\n\n" + "\n".join(files) + "\n\n" + "\n".join(slowest) + "\n")
+
+
+def _again(record: dict) -> str:
+    """The second run of a suite_cost --again record, on the build cache the first filled."""
+    if "again" not in record:
+        return ""
+    again = record["again"]
+    return (f"Run again right after, on the build cache the first run filled: {_outcome_counts(again)} in "
+            f"{_minutes(again['wall_s'])} wall, {_minutes(again['cpu_s'])} CPU (it draws its own sample, so the states "
+            "its draws reach for the first time are verified in full again). ")
 
 
 def _times(count: int) -> str:
