@@ -236,9 +236,10 @@ def test_every_spelling_is_rewritten_listed_or_judged_and_compiled(generated: li
     changed = changed_lines(plan)
     rewritten = {site for site in generated if changed.get(site.file, set()) & set(references[site])}
     declared_native = set(plan.capture.native_kernels.values()) & {f.name for f in plan.capture.functions}
+    after_by_file = {c.path: c.after.decode().splitlines() for c in plan.changes}
     for site in generated:
         if site.namespace == "native" and site.name in declared_native and site.spelling in UNQUALIFIED:
-            after = {c.path: c.after.decode().splitlines() for c in plan.changes}.get(site.file, [])
+            after = after_by_file.get(site.file, [])
             assert any(line <= len(after) and f"at::{site.name}(x{site.number}, y)" in after[line - 1] for line in references[site]), f"{site}: not qualified"
             assert site.file in plan.reaching, f"{site}: not compiled"
         covered = site in rewritten or any((site.file, line) in listed for line in references[site])

@@ -748,8 +748,9 @@ def _declarators(data: bytes, using: Node) -> list[tuple[int, int, str]]:
     spans.append((begin, end))
     found = []
     for first, last in spans:
+        chunk = data[first:last]  # trimmed as bytes: a decoded text's lengths count characters, not bytes
+        first, last = first + len(chunk) - len(chunk.lstrip()), last - (len(chunk) - len(chunk.rstrip()))
         text = data[first:last].decode(errors="replace")
-        first, last = first + len(text) - len(text.lstrip()), last - (len(text) - len(text.rstrip()))
         path = re.sub(r"\s+", "", _blanked(text).strip().removeprefix("typename ")).removeprefix("::")
         found.append((first, last, path))
     return found
